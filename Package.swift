@@ -1,0 +1,71 @@
+// swift-tools-version:6.2
+
+import PackageDescription
+
+/// Settings shared by every Swift target: Swift 6 language mode and the upcoming features we opt into.
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "library-server",
+    products: [
+        .executable(name: "library-server", targets: ["library-server"])
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2")
+    ],
+    targets: [
+        // System SQLite through its C API (Debian: libsqlite3-dev).
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // epoll and eventfd, which Glibc does not export to Swift.
+        .target(name: "CSystemLinux"),
+
+        // A small SQLite layer: connection, statement, migrator.
+        .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
+        // HTTP/1.1 on non-blocking sockets and epoll. Knows nothing about books.
+        .target(name: "HTTPServer", dependencies: ["CSystemLinux"], swiftSettings: swiftSettings),
+        // Records, validation and persistence of libraries and books.
+        .target(
+            name: "LibraryDomain",
+            dependencies: ["SQLite"],
+            swiftSettings: swiftSettings,
+            plugins: ["EmbedFiles"]
+        ),
+        // Routes, JSON, problem responses: the REST API over the domain.
+        .target(
+            name: "LibraryAPI",
+            dependencies: ["HTTPServer", "LibraryDomain", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings,
+            plugins: ["EmbedFiles"]
+        ),
+        // Configuration and wiring only.
+        .executableTarget(
+            name: "library-server",
+            dependencies: ["LibraryAPI", "HTTPServer", "LibraryDomain", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+
+        // Build-time embedding of Migrations/*.sql and openapi.yaml into the binary.
+        .executableTarget(name: "EmbedFilesTool", swiftSettings: swiftSettings),
+        .plugin(name: "EmbedFiles", capability: .buildTool(), dependencies: ["EmbedFilesTool"]),
+
+        .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: swiftSettings),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "LibraryDomainTests",
+            dependencies: ["LibraryDomain", "SQLite"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LibraryAPITests",
+            dependencies: ["LibraryAPI", "HTTPServer", "LibraryDomain"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,25 @@
+#ifndef CSYSTEMLINUX_H
+#define CSYSTEMLINUX_H
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/resource.h>
+#include <netinet/tcp.h>
+
+// Values Swift cannot import from macros or enums of the C headers.
+static inline uint32_t csys_epollin(void) { return EPOLLIN; }
+static inline uint32_t csys_epollout(void) { return EPOLLOUT; }
+static inline uint32_t csys_epollet(void) { return EPOLLET; }
+static inline uint32_t csys_epollrdhup(void) { return EPOLLRDHUP; }
+static inline uint32_t csys_epollerr(void) { return EPOLLERR; }
+static inline uint32_t csys_epollhup(void) { return EPOLLHUP; }
+static inline uint32_t csys_epollexclusive(void) { return EPOLLEXCLUSIVE; }
+static inline int csys_sock_stream(void) { return SOCK_STREAM; }
+static inline int csys_sock_nonblock_cloexec(void) { return SOCK_NONBLOCK | SOCK_CLOEXEC; }
+static inline int csys_efd_flags(void) { return EFD_NONBLOCK | EFD_CLOEXEC; }
+
+// accept4 needs _GNU_SOURCE, which the Swift importer does not define: wrapped in shims.c.
+int csys_accept4(int fd, int flags);
+
+#endif

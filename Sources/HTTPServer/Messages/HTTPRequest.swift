@@ -1,0 +1,46 @@
+/// The HTTP version of a request; only 1.0 and 1.1 are accepted.
+package enum HTTPVersion: Sendable, Equatable {
+    case http1_0
+    case http1_1
+}
+
+/// A complete request: head and decoded body.
+package struct HTTPRequest: Sendable {
+    /// The method token, case-sensitive as RFC 9110 says (`GET`, not `get`).
+    package var method: String
+    /// The request target as sent, in origin form (`/books?limit=5`) or `*`.
+    package var target: String
+    package var version: HTTPVersion
+    /// Header fields, names lowercased.
+    package var headers: HTTPHeaders
+    /// The body, with any chunked framing removed.
+    package var body: [UInt8]
+    /// Whether the connection stays open after the response.
+    package var keepAlive: Bool
+
+    package init(
+        method: String,
+        target: String,
+        version: HTTPVersion = .http1_1,
+        headers: HTTPHeaders = HTTPHeaders(),
+        body: [UInt8] = [],
+        keepAlive: Bool = true
+    ) {
+        self.method = method
+        self.target = target
+        self.version = version
+        self.headers = headers
+        self.body = body
+        self.keepAlive = keepAlive
+    }
+
+    /// The target without its query, still percent-encoded.
+    package var path: Substring {
+        target.firstIndex(of: "?").map { target[..<$0] } ?? target[...]
+    }
+
+    /// The query after `?`, still percent-encoded, or nil.
+    package var query: Substring? {
+        target.firstIndex(of: "?").map { target[target.index(after: $0)...] }
+    }
+}

@@ -1,0 +1,330 @@
+import CSystemLinux
+import Glibc
+
+/// One client connection, owned by one event loop and touched only on its thread.
+///
+/// Requests are answered one at a time, in order: after a request is parsed, nothing more is parsed
+/// until its response has been fully sent. That serves pipelining correctly and bounds the memory a
+/// client that does not read can make the server hold.
+final class HTTPConnection: EventHandler {
+    let fd: Int32
+    let id: UInt64
+    private unowned let loop: EventLoop
+    private let server: ServerContext
+    private var parser: HTTPRequestParser
+    private var input: [UInt8] = []
+    private var inputIndex = 0
+    private var output: [UInt8] = []
+    private var outputIndex = 0
+
+    private enum Phase {
+        /// Parsing requests (or waiting for output to drain before parsing the next one).
+        case reading
+        /// A request was handed to the responder; its response has not arrived yet.
+        case responding(isHead: Bool, keepAlive: Bool, version: HTTPVersion)
+        /// A streamed response is open.
+        case streaming(chunked: Bool)
+        case closed
+    }
+
+    private enum Deadline {
+        case none
+        /// Waiting for the next request on a kept-alive connection.
+        case idle(UInt64)
+        /// A request has started arriving and must be complete by then.
+        case request(UInt64)
+        /// Output is waiting for the client to read it.
+        case write(UInt64)
+    }
+
+    private var phase = Phase.reading
+    private var deadline = Deadline.none
+    private var closeWhenFlushed = false
+    private var peerClosed = false
+    private var draining = false
+    private var processing = false
+    private var onStreamClose: (@Sendable () -> Void)?
+
+    init(fd: Int32, id: UInt64, loop: EventLoop, server: ServerContext) {
+        self.fd = fd
+        self.id = id
+        self.loop = loop
+        self.server = server
+        self.parser = HTTPRequestParser(limits: server.configuration.limits)
+        self.deadline = .idle(monotonicMilliseconds() + server.configuration.idleTimeout)
+    }
+
+    private var hasPendingOutput: Bool { outputIndex < output.count }
+
+    // MARK: Events
+
+    func handle(events: UInt32) {
+        if events & csys_epollerr() != 0 {
+            close()
+            return
+        }
+        if events & csys_epollout() != 0, hasPendingOutput {
+            flush()
+        }
+        if events & (csys_epollin() | csys_epollrdhup() | csys_epollhup()) != 0 {
+            readAvailable()
+        }
+    }
+
+    func tick(now: UInt64) {
+        switch deadline {
+        case .none:
+            return
+        case .idle(let time):
+            if now >= time { close() }
+        case .request(let time):
+            if now >= time { fail(HTTPParseError(.requestTimeout, "The request was not received in time.")) }
+        case .write(let time):
+            if now >= time { close() }
+        }
+    }
+
+    func drain() {
+        draining = true
+        switch phase {
+        case .reading where parser.isIdle && inputIndex == input.count && !hasPendingOutput:
+            close()
+        case .streaming:
+            finishStream()
+        default:
+            break  // the request in flight finishes, then the connection closes
+        }
+    }
+
+    func forceClose() {
+        close()
+    }
+
+    // MARK: Reading
+
+    private func readAvailable() {
+        while case .closed = phase {
+            return
+        }
+        let scratchSize = loop.scratch.count
+        while true {
+            if input.count - inputIndex > server.maxBufferedInput {
+                break  // a client sending far ahead of our answers waits; the kernel buffer applies backpressure
+            }
+            let count = loop.scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, scratchSize, 0) }
+            if count > 0 {
+                if case .streaming = phase {
+                    // An event-stream client has nothing to say; what it sends is dropped.
+                } else {
+                    input.append(contentsOf: loop.scratch[0..<count])
+                }
+                if count < scratchSize { break }
+            } else if count == 0 {
+                peerClosed = true
+                break
+            } else if errno == EINTR {
+                continue
+            } else if errno == EAGAIN || errno == EWOULDBLOCK {
+                break
+            } else {
+                close()
+                return
+            }
+        }
+        switch phase {
+        case .reading:
+            processInput()
+        case .streaming where peerClosed:
+            close()
+        case .responding where peerClosed:
+            closeWhenFlushed = true
+        default:
+            break
+        }
+    }
+
+    private func processInput() {
+        guard !processing else { return }
+        processing = true
+        defer { processing = false }
+        while case .reading = phase, !hasPendingOutput {
+            let event: HTTPRequestParser.Event
+            do {
+                event = try parser.parse(input, at: &inputIndex)
+            } catch {
+                fail(error)
+                return
+            }
+            switch event {
+            case .needMore:
+                compactInput()
+                if peerClosed {
+                    close()
+                } else if parser.isIdle && inputIndex == input.count {
+                    if draining { close() } else { deadline = .idle(monotonicMilliseconds() + server.configuration.idleTimeout) }
+                } else if case .request = deadline {
+                    // keep the deadline set when this request began
+                } else {
+                    deadline = .request(monotonicMilliseconds() + server.configuration.requestTimeout)
+                }
+                return
+            case .expectsContinue:
+                output.append(contentsOf: "HTTP/1.1 100 Continue\r\n\r\n".utf8)
+                flush()
+            case .request(let request):
+                deadline = .none
+                phase = .responding(isHead: request.method == "HEAD", keepAlive: request.keepAlive, version: request.version)
+                server.responder.respond(
+                    to: request,
+                    writer: HTTPResponseWriter(loop: loop, fd: fd, connectionID: id)
+                )
+            }
+        }
+    }
+
+    private func compactInput() {
+        if inputIndex == input.count {
+            input.removeAll(keepingCapacity: input.capacity <= 64 * 1024)
+            inputIndex = 0
+        } else if inputIndex > 64 * 1024 {
+            input.removeFirst(inputIndex)
+            inputIndex = 0
+        }
+    }
+
+    /// Answers a request the server cannot take, then closes.
+    private func fail(_ error: HTTPParseError) {
+        guard case .reading = phase else { return close() }
+        phase = .responding(isHead: false, keepAlive: false, version: .http1_1)
+        respond(server.responder.errorResponse(status: error.status, detail: error.detail))
+    }
+
+    // MARK: Writing
+
+    /// Sends the response to the request in flight.
+    func respond(_ response: HTTPResponse) {
+        guard case .responding(let isHead, let requestKeepAlive, let version) = phase else { return }
+        let keepAlive = requestKeepAlive && !draining && !closeWhenFlushed
+        writeHead(response, version: version, keepAlive: keepAlive, contentLength: response.body.count)
+        if !isHead && !response.status.forbidsBody {
+            output.append(contentsOf: response.body)
+        }
+        if !keepAlive { closeWhenFlushed = true }
+        phase = .reading
+        flush()
+        if case .reading = phase, !hasPendingOutput { processInput() }
+    }
+
+    func startStream(_ head: HTTPResponse, onClose: @escaping @Sendable () -> Void) {
+        guard case .responding(_, _, let version) = phase else { return onClose() }
+        let chunked = version == .http1_1
+        var head = head
+        if chunked { head.headers.set("Transfer-Encoding", "chunked") }
+        writeHead(head, version: version, keepAlive: chunked && !draining, contentLength: nil)
+        phase = .streaming(chunked: chunked)
+        onStreamClose = onClose
+        flush()
+        if draining { finishStream() }
+    }
+
+    func writeStream(_ bytes: [UInt8]) {
+        guard case .streaming(let chunked) = phase, !closeWhenFlushed, !bytes.isEmpty else { return }
+        if hasPendingOutput && output.count - outputIndex > server.configuration.maxStreamBacklog {
+            return close()  // the client stopped reading; it can reconnect and resume
+        }
+        if chunked {
+            output.append(contentsOf: String(bytes.count, radix: 16).utf8)
+            output.append(13)
+            output.append(10)
+        }
+        output.append(contentsOf: bytes)
+        if chunked {
+            output.append(13)
+            output.append(10)
+        }
+        flush()
+    }
+
+    func finishStream() {
+        guard case .streaming(let chunked) = phase, !closeWhenFlushed else { return }
+        if chunked { output.append(contentsOf: "0\r\n\r\n".utf8) }
+        closeWhenFlushed = true
+        flush()
+    }
+
+    /// Bytes not yet accepted by the kernel; event streams use it to notice slow readers.
+    var pendingOutputCount: Int { output.count - outputIndex }
+
+    private func writeHead(_ response: HTTPResponse, version: HTTPVersion, keepAlive: Bool, contentLength: Int?) {
+        output.append(contentsOf: "HTTP/1.1 ".utf8)
+        output.append(contentsOf: String(response.status.code).utf8)
+        output.append(32)
+        output.append(contentsOf: response.status.reason.utf8)
+        output.append(contentsOf: "\r\nDate: ".utf8)
+        output.append(contentsOf: loop.dateHeader.bytes)
+        output.append(13)
+        output.append(10)
+        for (name, value) in response.headers {
+            output.append(contentsOf: name.utf8)
+            output.append(58)
+            output.append(32)
+            // A CR or LF in a value would let it forge headers; drop them.
+            output.append(contentsOf: value.utf8.lazy.filter { $0 != 13 && $0 != 10 })
+            output.append(13)
+            output.append(10)
+        }
+        if let contentLength, !response.status.forbidsBody {
+            output.append(contentsOf: "Content-Length: ".utf8)
+            output.append(contentsOf: String(contentLength).utf8)
+            output.append(13)
+            output.append(10)
+        }
+        if !keepAlive {
+            output.append(contentsOf: "Connection: close\r\n".utf8)
+        } else if version == .http1_0 {
+            output.append(contentsOf: "Connection: keep-alive\r\n".utf8)
+        }
+        output.append(13)
+        output.append(10)
+    }
+
+    private func flush() {
+        while hasPendingOutput {
+            let remaining = output.count - outputIndex
+            let sent = output.withUnsafeBytes { send(fd, $0.baseAddress! + outputIndex, remaining, Int32(MSG_NOSIGNAL)) }
+            if sent > 0 {
+                outputIndex += sent
+            } else if sent < 0 && errno == EINTR {
+                continue
+            } else if sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                if case .write = deadline {} else {
+                    deadline = .write(monotonicMilliseconds() + server.configuration.writeTimeout)
+                }
+                return
+            } else {
+                close()
+                return
+            }
+        }
+        output.removeAll(keepingCapacity: output.capacity <= 64 * 1024)
+        outputIndex = 0
+        if case .write = deadline { deadline = .none }
+        if closeWhenFlushed {
+            close()
+        }
+    }
+
+    private func close() {
+        if case .closed = phase { return }
+        phase = .closed
+        loop.deregister(fd)
+        Glibc.close(fd)
+        server.connectionClosed()
+        input = []
+        output = []
+        if let onStreamClose {
+            self.onStreamClose = nil
+            onStreamClose()
+        }
+    }
+}

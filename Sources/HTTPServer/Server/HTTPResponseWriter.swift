@@ -1,0 +1,67 @@
+/// Sends the response to one request; a handle that may cross threads.
+///
+/// It names the connection by descriptor and a unique id, so a response that arrives after the
+/// connection closed (or its descriptor was reused) is dropped instead of going astray.
+package struct HTTPResponseWriter: Sendable {
+    let loop: EventLoop
+    let fd: Int32
+    let connectionID: UInt64
+
+    /// Sends a complete response.
+    package func send(_ response: HTTPResponse) {
+        if loop.isCurrent {
+            loop.connection(fd, connectionID)?.respond(response)
+        } else {
+            let (loop, fd, id) = (loop, fd, connectionID)
+            loop.execute { loop.connection(fd, id)?.respond(response) }
+        }
+    }
+
+    /// Sends `head` (status and headers) and keeps the connection open for `HTTPStream.write`.
+    ///
+    /// `onClose` runs once, on the loop thread, when the stream ends for any reason: the client
+    /// went away, the stream was finished, or the server is stopping.
+    package func stream(_ head: HTTPResponse, onClose: @escaping @Sendable () -> Void) -> HTTPStream {
+        let (loop, fd, id) = (loop, fd, connectionID)
+        let start: @Sendable () -> Void = {
+            guard let connection = loop.connection(fd, id) else { return onClose() }
+            connection.startStream(head, onClose: onClose)
+        }
+        if loop.isCurrent { start() } else { loop.execute(start) }
+        return HTTPStream(loop: loop, fd: fd, connectionID: id)
+    }
+}
+
+/// The open body of a streamed response (server-sent events).
+package struct HTTPStream: Sendable {
+    let loop: EventLoop
+    let fd: Int32
+    let connectionID: UInt64
+
+    /// Appends bytes to the stream; dropped silently once the stream has ended.
+    package func write(_ bytes: [UInt8]) {
+        run { $0.writeStream(bytes) }
+    }
+
+    /// Ends the stream and closes the connection once everything written has been sent.
+    package func finish() {
+        run { $0.finishStream() }
+    }
+
+    private func run(_ body: @escaping @Sendable (HTTPConnection) -> Void) {
+        let (loop, fd, id) = (loop, fd, connectionID)
+        if loop.isCurrent {
+            loop.connection(fd, id).map(body)
+        } else {
+            loop.execute { loop.connection(fd, id).map(body) }
+        }
+    }
+}
+
+extension EventLoop {
+    /// The live connection registered for `fd` with this id, if it is still open. Loop thread only.
+    func connection(_ fd: Int32, _ id: UInt64) -> HTTPConnection? {
+        guard let connection = handler(for: fd) as? HTTPConnection, connection.id == id else { return nil }
+        return connection
+    }
+}

@@ -1,0 +1,100 @@
+import Glibc
+import HTTPServer
+import LibraryDomain
+import Logging
+
+/// One request on its way to a response: everything a handler needs, and the single exit through
+/// which every response leaves (request id, CORS, metrics, the log line).
+final class Exchange: Sendable {
+    let request: HTTPRequest
+    let requestID: String
+    let route: String
+    private let writer: HTTPResponseWriter
+    private let api: LibraryAPI
+    private let started: UInt64
+
+    init(request: HTTPRequest, writer: HTTPResponseWriter, api: LibraryAPI, route: String) {
+        self.request = request
+        self.writer = writer
+        self.api = api
+        self.route = route
+        self.started = Exchange.now()
+        if let given = request.headers["x-request-id"], !given.isEmpty, given.utf8.count <= 128,
+            given.utf8.allSatisfy({ $0 > 32 && $0 < 127 })
+        {
+            requestID = given
+        } else {
+            requestID = Identifier.make()
+        }
+    }
+
+    var store: LibraryStore { api.store }
+
+    /// Runs `work` on a reader and answers with its response; store errors become problems about `resource`.
+    func read(_ resource: String, _ work: @escaping @Sendable (LibraryReader) throws -> HTTPResponse) {
+        api.store.read(work) { self.complete($0, resource: resource) }
+    }
+
+    /// Runs `work` in a write transaction and answers once it has committed.
+    func write(_ resource: String, _ work: @escaping @Sendable (LibraryWriter) throws -> HTTPResponse) {
+        api.store.write(work) { self.complete($0, resource: resource) }
+    }
+
+    private func complete(_ result: Result<HTTPResponse, StoreError>, resource: String) {
+        switch result {
+        case .success(let response):
+            finish(response)
+        case .failure(let error):
+            if error.kind == .internal || error.kind == .unavailable {
+                api.logger.error(
+                    "storage failure",
+                    metadata: ["request_id": "\(requestID)", "route": "\(route)", "error": "\(error.detail)"]
+                )
+            }
+            fail(APIError(error, resource: resource))
+        }
+    }
+
+    /// Answers with the problem for `error`.
+    func fail(_ error: any Error) {
+        if let error = error as? APIError {
+            finish(error.response)
+        } else {
+            api.logger.error("unexpected error", metadata: ["request_id": "\(requestID)", "error": "\(error)"])
+            finish(APIError.internalError.response)
+        }
+    }
+
+    /// Sends `response` with the headers every response carries, and records it.
+    func finish(_ response: HTTPResponse) {
+        var response = response
+        response.headers.set("X-Request-ID", requestID)
+        api.cors.decorate(&response, for: request)
+        let seconds = Double(Exchange.now() - started) / 1e9
+        api.metrics.record(route: route, method: request.method, status: response.status.code, seconds: seconds)
+        api.logger.info(
+            "request",
+            metadata: [
+                "method": "\(request.method)", "route": "\(route)", "status": "\(response.status.code)",
+                "duration_ms": "\(Double(Int(seconds * 100_000)) / 100)", "request_id": "\(requestID)",
+            ]
+        )
+        writer.send(response)
+    }
+
+    /// Monotonic nanoseconds.
+    static func now() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+}
+
+extension HTTPResponse {
+    /// A JSON response, with `ETag` when a version is given.
+    static func json(_ status: HTTPStatus, _ body: [UInt8], version: Int? = nil) -> HTTPResponse {
+        var headers = HTTPHeaders([("Content-Type", "application/json")])
+        if let version { headers.add("ETag", EntityTag.header(version)) }
+        return HTTPResponse(status: status, headers: headers, body: body)
+    }
+}

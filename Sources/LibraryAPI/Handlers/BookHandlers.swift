@@ -1,0 +1,87 @@
+import HTTPServer
+import LibraryDomain
+
+extension LibraryAPI {
+    /// `GET /books` (filters `libraryId`, `author`, `available`) or `GET /libraries/{id}/books`.
+    func listBooks(in libraryID: String?, _ exchange: Exchange) throws(APIError) {
+        let query = try QueryParameters(exchange.request.query)
+        let (limit, after) = (try query.limit(), try query.cursor())
+        let fields = try FieldSelection<BookField>(parsing: query.string("fields"))
+        let libraryFilter = try query.identifier("libraryId")
+        let filter = BookFilter(
+            libraryId: libraryID ?? libraryFilter,
+            author: try query.string("author"),
+            available: try query.bool("available")
+        )
+        exchange.read(libraryID.map { "library \($0)" } ?? "book") { reader in
+            if let libraryID, try reader.library(id: libraryID) == nil { throw StoreError(.notFound) }
+            let page = try reader.books(filter, after: after, limit: limit)
+            var json = JSONWriter(capacity: 64 + page.items.count * 300)
+            json.page(page) { $0.book($1, fields) }
+            return .json(.ok, json.bytes)
+        }
+    }
+
+    func getBook(_ id: String, _ exchange: Exchange) throws(APIError) {
+        let fields = try FieldSelection<BookField>(parsing: QueryParameters(exchange.request.query).string("fields"))
+        let ifNoneMatch = exchange.request.headers["if-none-match"]
+        _ = try EntityTag.noneMatchHits(ifNoneMatch, version: 0)  // reject a malformed header before reading
+        exchange.read("book \(id)") { reader in
+            guard let book = try reader.book(id: id) else { throw StoreError(.notFound) }
+            if try EntityTag.noneMatchHits(ifNoneMatch, version: book.version) {
+                return HTTPResponse(status: .notModified, headers: HTTPHeaders([("ETag", EntityTag.header(book.version))]))
+            }
+            var json = JSONWriter()
+            json.book(book, fields)
+            return .json(.ok, json.bytes, version: book.version)
+        }
+    }
+
+    /// `POST /books`, or `POST /libraries/{id}/books` (404 when that library does not exist).
+    func createBook(in libraryID: String?, _ exchange: Exchange) throws(APIError) {
+        let draft = try BodyDecoding.bookDraft(exchange.request, pathLibraryID: libraryID)
+        exchange.write(libraryID.map { "library \($0)" } ?? "book") { writer in
+            if let libraryID, try writer.reader.library(id: libraryID) == nil { throw StoreError(.notFound) }
+            let book = try writer.createBook(draft)
+            var json = JSONWriter()
+            json.book(book)
+            var response = HTTPResponse.json(.created, json.bytes, version: book.version)
+            response.headers.add("Location", "/books/\(book.id)")
+            return response
+        }
+    }
+
+    func replaceBook(_ id: String, _ exchange: Exchange) throws(APIError) {
+        let precondition = try EntityTag.precondition(ifMatch: exchange.request.headers["if-match"])
+        let draft = try BodyDecoding.bookDraft(exchange.request)
+        updateBook(id, precondition, exchange) { _ in draft }
+    }
+
+    func patchBook(_ id: String, _ exchange: Exchange) throws(APIError) {
+        let precondition = try EntityTag.precondition(ifMatch: exchange.request.headers["if-match"])
+        let patch = try BodyDecoding.bookPatch(exchange.request)
+        updateBook(id, precondition, exchange) { patch.applied(to: $0) }
+    }
+
+    private func updateBook(
+        _ id: String,
+        _ precondition: Precondition,
+        _ exchange: Exchange,
+        _ change: @escaping @Sendable (BookDraft) -> BookDraft
+    ) {
+        exchange.write("book \(id)") { writer in
+            let book = try writer.updateBook(id: id, if: precondition, change)
+            var json = JSONWriter()
+            json.book(book)
+            return .json(.ok, json.bytes, version: book.version)
+        }
+    }
+
+    func deleteBook(_ id: String, _ exchange: Exchange) throws(APIError) {
+        let precondition = try EntityTag.precondition(ifMatch: exchange.request.headers["if-match"])
+        exchange.write("book \(id)") { writer in
+            _ = try writer.deleteBook(id: id, if: precondition)
+            return HTTPResponse(status: .noContent)
+        }
+    }
+}

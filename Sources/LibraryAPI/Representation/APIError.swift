@@ -1,0 +1,86 @@
+import HTTPServer
+import LibraryDomain
+
+/// An error answered as `application/problem+json` (RFC 9457).
+///
+/// Every failure of the API layer becomes one of these at the edge; store errors map through
+/// `init(_: StoreError)`, which keeps SQL and internals out of the response.
+struct APIError: Error, Sendable {
+    let status: HTTPStatus
+    /// A URI naming the kind of problem; documented in openapi.yaml.
+    let type: String
+    let detail: String
+    var errors: [FieldError] = []
+    var headers = HTTPHeaders()
+
+    init(_ status: HTTPStatus, _ type: String, _ detail: String, errors: [FieldError] = []) {
+        self.status = status
+        self.type = "urn:library-server:problem:" + type
+        self.detail = detail
+        self.errors = errors
+    }
+
+    static func badRequest(_ detail: String) -> APIError { APIError(.badRequest, "bad-request", detail) }
+
+    static func notFound(_ detail: String) -> APIError { APIError(.notFound, "not-found", detail) }
+
+    static func invalid(_ errors: [FieldError]) -> APIError {
+        let summary = errors.map { "\($0.field) \($0.message)" }.joined(separator: "; ")
+        return APIError(.unprocessableContent, "validation", "The request body is not acceptable: \(summary).", errors: errors)
+    }
+
+    static func unavailable() -> APIError {
+        var error = APIError(.serviceUnavailable, "unavailable", "The database is unavailable right now; retry shortly.")
+        error.headers.set("Retry-After", "1")
+        return error
+    }
+
+    static let internalError = APIError(
+        .internalServerError,
+        "internal",
+        "The server failed to answer this request; the failure is logged."
+    )
+
+    /// The API's view of a store failure; `resource` names what was looked up ("library 3f2a…").
+    init(_ error: StoreError, resource: String) {
+        switch error.kind {
+        case .notFound: self = .notFound("No \(resource) exists.")
+        case .preconditionFailed:
+            self = APIError(.preconditionFailed, "precondition-failed", "The \(resource) has changed: If-Match does not match its ETag.")
+        case .invalid(let errors): self = .invalid(errors)
+        case .unavailable: self = .unavailable()
+        case .internal: self = .internalError
+        }
+    }
+
+    /// The problem document as a response.
+    var response: HTTPResponse {
+        var json = JSONWriter()
+        json.beginObject()
+        json.key("type")
+        json.string(type)
+        json.key("title")
+        json.string(status.reason)
+        json.key("status")
+        json.int(status.code)
+        json.key("detail")
+        json.string(detail)
+        if !errors.isEmpty {
+            json.key("errors")
+            json.beginArray()
+            for error in errors {
+                json.beginObject()
+                json.key("field")
+                json.string(error.field)
+                json.key("message")
+                json.string(error.message)
+                json.endObject()
+            }
+            json.endArray()
+        }
+        json.endObject()
+        var headers = headers
+        headers.set("Content-Type", "application/problem+json")
+        return HTTPResponse(status: status, headers: headers, body: json.bytes)
+    }
+}

@@ -1,0 +1,42 @@
+/// The fields a client asked for with `?fields=`; `id` is always included.
+struct FieldSelection<Field: RawRepresentable & CaseIterable & Hashable & Sendable>: Sendable
+where Field.RawValue == String {
+    private let selected: Set<Field>?
+
+    /// All fields.
+    static var all: FieldSelection { FieldSelection(selected: nil) }
+
+    private init(selected: Set<Field>?) {
+        self.selected = selected
+    }
+
+    /// Parses `a,b,c`; an empty or unknown name is a 400 that lists the valid names.
+    init(parsing text: String?) throws(APIError) {
+        guard let text else {
+            self.selected = nil
+            return
+        }
+        var selected = Set<Field>()
+        for name in text.split(separator: ",", omittingEmptySubsequences: false) {
+            guard let field = Field(rawValue: String(name)) else {
+                let valid = Field.allCases.map(\.rawValue).joined(separator: ", ")
+                let shown = name.isEmpty ? "an empty name" : "\"\(name)\""
+                throw .badRequest("fields has \(shown); valid fields are: \(valid).")
+            }
+            selected.insert(field)
+        }
+        self.selected = selected
+    }
+
+    func contains(_ field: Field) -> Bool { selected?.contains(field) ?? true }
+}
+
+/// The fields of a library's representation, in the order they are written.
+enum LibraryField: String, CaseIterable, Sendable {
+    case id, name, address, bookCount, version, createdAt, updatedAt
+}
+
+/// The fields of a book's representation, in the order they are written.
+enum BookField: String, CaseIterable, Sendable {
+    case id, libraryId, title, author, isbn, publishedYear, available, version, createdAt, updatedAt
+}

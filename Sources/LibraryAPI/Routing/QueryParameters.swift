@@ -1,0 +1,56 @@
+import LibraryDomain
+
+/// The decoded query string. Parameters this API does not define are ignored (so cache-busting
+/// parameters work); a defined one given twice, or a bad escape anywhere, is a 400.
+struct QueryParameters: Sendable {
+    private var values: [String: String] = [:]
+    private var repeated: Set<String> = []
+
+    init(_ query: Substring?) throws(APIError) {
+        guard let query, !query.isEmpty else { return }
+        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = percentDecode(parts[0], plusAsSpace: true),
+                let value = percentDecode(parts.count > 1 ? parts[1] : "", plusAsSpace: true)
+            else { throw .badRequest("The query string has an invalid percent-encoding.") }
+            if values.updateValue(value, forKey: name) != nil { repeated.insert(name) }
+        }
+    }
+
+    /// The value of `name`; a 400 if it was given more than once.
+    func string(_ name: String) throws(APIError) -> String? {
+        guard !repeated.contains(name) else { throw .badRequest("The query parameter \(name) is given more than once.") }
+        return values[name]
+    }
+
+    /// `limit`: 1 to 500, default 50.
+    func limit() throws(APIError) -> Int {
+        guard let text = try string("limit") else { return 50 }
+        guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), text.utf8.count <= 4, let value = Int(text),
+            (1...500).contains(value)
+        else { throw .badRequest("limit must be a whole number from 1 to 500.") }
+        return value
+    }
+
+    /// The position after which a page starts: 0 without `cursor`.
+    func cursor() throws(APIError) -> Int {
+        try string("cursor").map { text throws(APIError) in try Cursor.decode(text) } ?? 0
+    }
+
+    /// A boolean parameter: `true` or `false`.
+    func bool(_ name: String) throws(APIError) -> Bool? {
+        switch try string(name) {
+        case nil: return nil
+        case "true": return true
+        case "false": return false
+        default: throw .badRequest("\(name) must be true or false.")
+        }
+    }
+
+    /// A UUID parameter, canonicalized.
+    func identifier(_ name: String) throws(APIError) -> String? {
+        guard let text = try string(name) else { return nil }
+        guard let id = Identifier.canonical(text) else { throw .badRequest("\(name) must be a UUID.") }
+        return id
+    }
+}

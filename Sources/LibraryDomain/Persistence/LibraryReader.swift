@@ -1,0 +1,90 @@
+import SQLite
+
+/// Queries over one connection. Used only inside `LibraryStore.read` or `write`.
+package struct LibraryReader {
+    let connection: Connection
+
+    static let libraryColumns = "seq, id, name, address, book_count, version, created_at, updated_at"
+    static let bookColumns =
+        "seq, id, library_id, title, author, isbn, published_year, available, version, created_at, updated_at"
+
+    /// Succeeds when the database answers a query.
+    package func ping() throws {
+        _ = try connection.statement("SELECT 1").first { $0.int(0) }
+    }
+
+    package func library(id: String) throws -> LibraryRecord? {
+        try connection.statement("SELECT \(Self.libraryColumns) FROM libraries WHERE id = ?")
+            .first([.text(id)], Self.library)
+    }
+
+    /// Libraries after `seq`, in insertion order.
+    package func libraries(after seq: Int, limit: Int) throws -> Page<LibraryRecord> {
+        let rows = try connection.statement(
+            "SELECT \(Self.libraryColumns) FROM libraries WHERE seq > ? ORDER BY seq LIMIT ?"
+        ).map([.int(seq), .int(limit + 1)], Self.library)
+        return Self.page(rows, limit: limit, seq: \.seq)
+    }
+
+    package func book(id: String) throws -> BookRecord? {
+        try connection.statement("SELECT \(Self.bookColumns) FROM books WHERE id = ?").first([.text(id)], Self.book)
+    }
+
+    /// Books matching `filter` after `seq`, in insertion order.
+    package func books(_ filter: BookFilter, after seq: Int, limit: Int) throws -> Page<BookRecord> {
+        var conditions = ["seq > ?"]
+        var values: [SQLiteValue] = [.int(seq)]
+        if let libraryId = filter.libraryId {
+            conditions.append("library_id = ?")
+            values.append(.text(libraryId))
+        }
+        if let author = filter.author {
+            conditions.append("author = ?")
+            values.append(.text(author))
+        }
+        if let available = filter.available {
+            conditions.append("available = ?")
+            values.append(.bool(available))
+        }
+        values.append(.int(limit + 1))
+        let sql =
+            "SELECT \(Self.bookColumns) FROM books WHERE \(conditions.joined(separator: " AND ")) ORDER BY seq LIMIT ?"
+        let rows = try connection.statement(sql).map(values, Self.book)
+        return Self.page(rows, limit: limit, seq: \.seq)
+    }
+
+    private static func page<T>(_ rows: [T], limit: Int, seq: KeyPath<T, Int>) -> Page<T> {
+        guard rows.count > limit else { return Page(items: rows, next: nil) }
+        let items = Array(rows.prefix(limit))
+        return Page(items: items, next: items.last![keyPath: seq])
+    }
+
+    static func library(_ row: Row) -> LibraryRecord {
+        LibraryRecord(
+            id: row.text(1),
+            name: row.text(2),
+            address: row.optionalText(3),
+            bookCount: row.int(4),
+            version: row.int(5),
+            createdAt: row.text(6),
+            updatedAt: row.text(7),
+            seq: row.int(0)
+        )
+    }
+
+    static func book(_ row: Row) -> BookRecord {
+        BookRecord(
+            id: row.text(1),
+            libraryId: row.text(2),
+            title: row.text(3),
+            author: row.text(4),
+            isbn: row.optionalText(5),
+            publishedYear: row.optionalInt(6),
+            available: row.bool(7),
+            version: row.int(8),
+            createdAt: row.text(9),
+            updatedAt: row.text(10),
+            seq: row.int(0)
+        )
+    }
+}

@@ -1,0 +1,38 @@
+import SQLite
+
+/// Why a store operation failed, in terms the API maps to a status.
+package struct StoreError: Error, Sendable, CustomStringConvertible {
+    package enum Kind: Sendable, Equatable {
+        /// No such library or book (404).
+        case notFound
+        /// `If-Match` did not match the current version (412).
+        case preconditionFailed
+        /// The request's values are unacceptable (422), field by field.
+        case invalid([FieldError])
+        /// The database cannot be used now: busy, read-only, full or failing (503).
+        case unavailable
+        /// Anything else: a bug or a corrupt database (500).
+        case `internal`
+    }
+
+    package let kind: Kind
+    /// For logs only: may name SQL, never shown to clients.
+    package let detail: String
+
+    package init(_ kind: Kind, detail: String = "") {
+        self.kind = kind
+        self.detail = detail
+    }
+
+    init(_ error: any Error) {
+        if let error = error as? StoreError {
+            self = error
+        } else if let error = error as? SQLiteError {
+            self.init(error.isUnavailable ? .unavailable : .internal, detail: error.description)
+        } else {
+            self.init(.internal, detail: String(describing: error))
+        }
+    }
+
+    package var description: String { "\(kind): \(detail)" }
+}

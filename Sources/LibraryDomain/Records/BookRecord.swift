@@ -1,0 +1,119 @@
+/// A book as stored: the plain, Sendable value used for JSON and SQL.
+package struct BookRecord: Sendable, Equatable {
+    package var id: String
+    package var libraryId: String
+    package var title: String
+    package var author: String
+    package var isbn: String?
+    package var publishedYear: Int?
+    package var available: Bool
+    package var version: Int
+    package var createdAt: String
+    package var updatedAt: String
+    /// Insertion order, the key lists page by. Not part of the public representation.
+    package var seq: Int
+
+    /// The writable fields.
+    package var draft: BookDraft {
+        BookDraft(
+            libraryId: libraryId,
+            title: title,
+            author: author,
+            isbn: isbn,
+            publishedYear: publishedYear,
+            available: available
+        )
+    }
+}
+
+/// The writable fields of a book, as a client sends them (with the documented defaults).
+package struct BookDraft: Sendable, Equatable {
+    package var libraryId: String
+    package var title: String
+    package var author: String
+    package var isbn: String?
+    package var publishedYear: Int?
+    package var available: Bool
+
+    package init(
+        libraryId: String,
+        title: String,
+        author: String = "",
+        isbn: String? = nil,
+        publishedYear: Int? = nil,
+        available: Bool = true
+    ) {
+        self.libraryId = libraryId
+        self.title = title
+        self.author = author
+        self.isbn = isbn
+        self.publishedYear = publishedYear
+        self.available = available
+    }
+
+    /// Field errors that make this draft unacceptable; empty when it is valid. Whether the library
+    /// exists is checked by the store, inside the write.
+    package func validate() -> [FieldError] {
+        var errors: [FieldError] = []
+        if !Identifier.isValid(libraryId) {
+            errors.append(FieldError("libraryId", "must be a UUID"))
+        }
+        if title.count < 1 || title.count > 500 {
+            errors.append(FieldError("title", "must be 1 to 500 characters long"))
+        }
+        if author.count > 300 {
+            errors.append(FieldError("author", "must be at most 300 characters long"))
+        }
+        if let isbn, !ISBN.isValid(isbn) {
+            errors.append(FieldError("isbn", "must be a valid ISBN-10 or ISBN-13 (hyphens allowed, checksum checked)"))
+        }
+        if let publishedYear, !(-9999...9999).contains(publishedYear) {
+            errors.append(FieldError("publishedYear", "must be between -9999 and 9999"))
+        }
+        return errors
+    }
+}
+
+/// A JSON merge patch (RFC 7396) of a book: nil leaves a field alone, `.some(nil)` clears it.
+package struct BookPatch: Sendable, Equatable {
+    package var libraryId: String?
+    package var title: String?
+    package var author: String?
+    package var isbn: String??
+    package var publishedYear: Int??
+    package var available: Bool?
+
+    package init() {}
+
+    /// `draft` with this patch applied.
+    package func applied(to draft: BookDraft) -> BookDraft {
+        var result = draft
+        if let libraryId { result.libraryId = libraryId }
+        if let title { result.title = title }
+        if let author { result.author = author }
+        if let isbn { result.isbn = isbn }
+        if let publishedYear { result.publishedYear = publishedYear }
+        if let available { result.available = available }
+        return result
+    }
+}
+
+/// Which books a list returns; nil means no filter on that field.
+package struct BookFilter: Sendable, Equatable {
+    package var libraryId: String?
+    package var author: String?
+    package var available: Bool?
+
+    package init(libraryId: String? = nil, author: String? = nil, available: Bool? = nil) {
+        self.libraryId = libraryId
+        self.author = author
+        self.available = available
+    }
+}
+
+/// One page of a list, in insertion order.
+package struct Page<Item: Sendable>: Sendable {
+    package var items: [Item]
+    /// The `seq` to continue after, or nil when this is the last page.
+    package var next: Int?
+}

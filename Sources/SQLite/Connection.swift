@@ -1,0 +1,100 @@
+import CSQLite
+
+/// One SQLite connection with a cache of prepared statements.
+///
+/// Not Sendable: SQLite connections are opened in multi-thread mode (no internal mutex), so each
+/// one must have a single owner at a time; `DatabasePool` gives each its own serial queue.
+package final class Connection {
+    let handle: OpaquePointer
+    private var statements: [String: Statement] = [:]
+
+    /// How a connection is used.
+    package enum Role: Sendable {
+        /// The one connection that writes: WAL mode is set and migrations run through it.
+        case writer
+        /// A connection that only reads (`PRAGMA query_only`).
+        case reader
+    }
+
+    /// Opens (creating if needed) the database at `path`; `:memory:` is a private in-memory database.
+    package init(path: String, role: Role = .writer, busyTimeoutMilliseconds: Int32 = 5_000) throws(SQLiteError) {
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        guard code == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open database"
+            sqlite3_close_v2(handle)
+            throw SQLiteError(code: code, message: message)
+        }
+        self.handle = handle
+        sqlite3_extended_result_codes(handle, 1)
+        sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
+        do {
+            // Reading the schema here makes a file that is not a database fail at open, not later.
+            try execute("PRAGMA foreign_keys = ON; SELECT count(*) FROM sqlite_schema;")
+            switch role {
+            case .writer:
+                if path != ":memory:" { try execute("PRAGMA journal_mode = WAL") }
+                try execute("PRAGMA synchronous = NORMAL")
+            case .reader:
+                try execute("PRAGMA query_only = ON")
+            }
+        } catch {
+            sqlite3_close_v2(handle)
+            throw error
+        }
+    }
+
+    deinit {
+        statements.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    /// Runs one or more SQL statements that return nothing of interest.
+    package func execute(_ sql: String) throws(SQLiteError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let code = sqlite3_exec(handle, sql, nil, nil, &message)
+        guard code == SQLITE_OK else {
+            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
+            sqlite3_free(message)
+            throw SQLiteError(code: sqlite3_extended_errcode(handle), message: text, sql: sql)
+        }
+    }
+
+    /// The prepared statement for `sql`, compiled once per connection and reused.
+    package func statement(_ sql: String) throws(SQLiteError) -> Statement {
+        if let cached = statements[sql] { return cached }
+        let statement = try Statement(connection: self, sql: sql)
+        statements[sql] = statement
+        return statement
+    }
+
+    /// Runs `body` in an immediate transaction: committed when it returns, rolled back when it throws.
+    package func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            if sqlite3_get_autocommit(handle) == 0 {
+                try? execute("ROLLBACK")
+            }
+            throw error
+        }
+    }
+
+    /// Copies the WAL into the database file and truncates it; used on a clean shutdown.
+    package func checkpoint() throws(SQLiteError) {
+        try execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+
+    func error(code: Int32, sql: String?) -> SQLiteError {
+        let extended = sqlite3_extended_errcode(handle)
+        return SQLiteError(
+            code: extended != 0 ? extended : code,
+            message: String(cString: sqlite3_errmsg(handle)),
+            sql: sql
+        )
+    }
+}

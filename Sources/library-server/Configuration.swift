@@ -1,0 +1,148 @@
+import Logging
+
+/// The command line and environment, read once at start.
+///
+/// Every flag has a `LIBRARY_…` environment variable; a flag wins over its variable, a variable
+/// over the default. A bad value is one line on stderr and a non-zero exit.
+struct Configuration: Sendable {
+    var host = "127.0.0.1"
+    var port = 8080
+    var database = "./library.sqlite"
+    var apiToken: String?
+    var logLevel = Logger.Level.info
+    var corsOrigin: String?
+    var maxConnections = 19_000
+    var heartbeatInterval = 15.0
+    var history = 10_000
+    var showHelp = false
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    private struct Option: Sendable {
+        let flag: String
+        let variable: String
+        let placeholder: String
+        let help: String
+        let defaultText: String
+        let apply: @Sendable (inout Configuration, String) throws -> Void
+    }
+
+    private static let options: [Option] = [
+        Option(flag: "--host", variable: "LIBRARY_HOST", placeholder: "H", help: "address to listen on", defaultText: "127.0.0.1") {
+            $0.host = $1
+        },
+        Option(flag: "--port", variable: "LIBRARY_PORT", placeholder: "P", help: "port to listen on; 0 picks a free one", defaultText: "8080") {
+            $0.port = try integer($1, "--port", 0...65535)
+        },
+        Option(
+            flag: "--database", variable: "LIBRARY_DATABASE", placeholder: "PATH",
+            help: "SQLite file, created if missing; :memory: keeps nothing on disk", defaultText: "./library.sqlite"
+        ) { $0.database = $1 },
+        Option(
+            flag: "--api-token", variable: "LIBRARY_API_TOKEN", placeholder: "T",
+            help: "require Authorization: Bearer T on every write", defaultText: "none: writes are open"
+        ) { $0.apiToken = $1.isEmpty ? nil : $1 },
+        Option(
+            flag: "--log-level", variable: "LIBRARY_LOG_LEVEL", placeholder: "L",
+            help: "trace, debug, info (one line per request), notice, warning, error or critical", defaultText: "info"
+        ) { (configuration: inout Configuration, text: String) throws in
+            guard let level = Logger.Level(rawValue: text.lowercased()) else {
+                throw Failure(description: "--log-level must be one of trace, debug, info, notice, warning, error, critical; got \"\(text)\"")
+            }
+            configuration.logLevel = level
+        },
+        Option(
+            flag: "--cors-origin", variable: "LIBRARY_CORS_ORIGIN", placeholder: "O",
+            help: "allow browsers on origin O (comma-separated, or *) to call the API", defaultText: "off"
+        ) { $0.corsOrigin = $1.isEmpty ? nil : $1 },
+        Option(
+            flag: "--max-connections", variable: "LIBRARY_MAX_CONNECTIONS", placeholder: "N",
+            help: "open connections past which new ones get 503", defaultText: "19000"
+        ) { $0.maxConnections = try integer($1, "--max-connections", 1...1_000_000) },
+        Option(
+            flag: "--heartbeat-interval", variable: "LIBRARY_HEARTBEAT_INTERVAL", placeholder: "S",
+            help: "seconds between keep-alive comments on event streams", defaultText: "15"
+        ) { (configuration: inout Configuration, text: String) throws in
+            guard let seconds = Double(text), seconds > 0, seconds <= 3600 else {
+                throw Failure(description: "--heartbeat-interval must be a number of seconds from 0 to 3600; got \"\(text)\"")
+            }
+            configuration.heartbeatInterval = seconds
+        },
+        Option(
+            flag: "--history", variable: "LIBRARY_HISTORY", placeholder: "N",
+            help: "changes kept for resuming event streams", defaultText: "10000"
+        ) { $0.history = try integer($1, "--history", 1...100_000_000) },
+    ]
+
+    /// Reads `arguments` (without the program name) over `environment`.
+    static func parse(arguments: [String], environment: [String: String]) throws(Failure) -> Configuration {
+        var configuration = Configuration()
+        for option in options {
+            if let value = environment[option.variable] {
+                do {
+                    try option.apply(&configuration, value)
+                } catch {
+                    throw Failure(description: "\(option.variable): \(error)")
+                }
+            }
+        }
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if argument == "--help" || argument == "-h" {
+                configuration.showHelp = true
+                continue
+            }
+            let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let option = options.first(where: { $0.flag == parts[0] }) else {
+                throw Failure(description: "unknown option \(argument); see --help")
+            }
+            let value: String
+            if parts.count == 2 {
+                value = String(parts[1])
+            } else {
+                guard index < arguments.count else { throw Failure(description: "\(option.flag) needs a value") }
+                value = arguments[index]
+                index += 1
+            }
+            do {
+                try option.apply(&configuration, value)
+            } catch {
+                throw Failure(description: "\(error)")
+            }
+        }
+        return configuration
+    }
+
+    static var usage: String {
+        var lines = [
+            "usage: library-server [options]",
+            "",
+            "Serves the library REST API and live updates over HTTP/1.1.",
+            "",
+            "options (each also read from its environment variable; a flag wins):",
+        ]
+        for option in options {
+            lines.append("  \(option.flag) \(option.placeholder)".padding(to: 28) + option.help)
+            lines.append(String(repeating: " ", count: 28) + "env \(option.variable), default \(option.defaultText)")
+        }
+        lines.append("  -h, --help".padding(to: 28) + "show this help")
+        return lines.joined(separator: "\n")
+    }
+
+    private static func integer(_ text: String, _ flag: String, _ range: ClosedRange<Int>) throws(Failure) -> Int {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text), range.contains(value) else {
+            throw Failure(description: "\(flag) must be a whole number from \(range.lowerBound) to \(range.upperBound); got \"\(text)\"")
+        }
+        return value
+    }
+}
+
+extension String {
+    fileprivate func padding(to width: Int) -> String {
+        count >= width ? self + " " : self + String(repeating: " ", count: width - count)
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+import HTTPServer
+import LibraryAPI
+import LibraryDomain
+import Logging
+
+// Signals are taken synchronously by this thread (sigwait), so they are blocked before any other
+// thread starts: every thread inherits the mask, and none is interrupted.
+var stopSignals = sigset_t()
+sigemptyset(&stopSignals)
+sigaddset(&stopSignals, SIGTERM)
+sigaddset(&stopSignals, SIGINT)
+pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("library-server: \(message)\n".utf8))
+    exit(1)
+}
+
+let configuration: Configuration
+do {
+    configuration = try Configuration.parse(
+        arguments: Array(CommandLine.arguments.dropFirst()),
+        environment: ProcessInfo.processInfo.environment
+    )
+} catch {
+    FileHandle.standardError.write(Data("library-server: \(error.description)\n".utf8))
+    exit(64)
+}
+if configuration.showHelp {
+    print(Configuration.usage)
+    exit(0)
+}
+
+let logLevel = configuration.logLevel
+LoggingSystem.bootstrap { _ in StderrLogHandler(level: logLevel) }
+let logger = Logger(label: "library-server")
+
+let store: LibraryStore
+do {
+    store = try LibraryStore(path: configuration.database)
+} catch {
+    fail("cannot open database \(configuration.database): \(error)")
+}
+for migration in store.appliedMigrations {
+    logger.notice("applied migration", metadata: ["migration": "\(migration.name)"])
+}
+
+let api = LibraryAPI(
+    store: store,
+    configuration: APIConfiguration(apiToken: configuration.apiToken, corsOrigin: configuration.corsOrigin),
+    logger: logger
+)
+var serverConfiguration = HTTPServerConfiguration()
+serverConfiguration.host = configuration.host
+serverConfiguration.port = configuration.port
+serverConfiguration.maxConnections = configuration.maxConnections
+let server = HTTPServer(configuration: serverConfiguration, responder: api)
+api.metrics.addGauge("library_http_open_connections", help: "Client connections open now.") {
+    server.openConnections
+}
+
+let port: Int
+do {
+    port = try server.start()
+} catch {
+    fail("cannot listen: \(error)")
+}
+let shownHost = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+// Unbuffered, so a supervisor reading a pipe sees the line at once.
+FileHandle.standardOutput.write(Data("listening on http://\(shownHost):\(port)\n".utf8))
+logger.notice("started", metadata: ["database": "\(configuration.database)", "port": "\(port)"])
+
+var received: Int32 = 0
+sigwait(&stopSignals, &received)
+logger.notice("stopping", metadata: ["signal": "\(received == SIGTERM ? "SIGTERM" : "SIGINT")"])
+server.shutdown(grace: 10)
+store.close()
+logger.notice("stopped")
+exit(0)
