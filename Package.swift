@@ -55,8 +55,10 @@ let package = Package(
         .executableTarget(name: "EmbedFilesTool", swiftSettings: swiftSettings),
         .plugin(name: "EmbedFiles", capability: .buildTool(), dependencies: ["EmbedFilesTool"]),
 
+        // Raw-socket HTTP client shared by the tests.
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swiftSettings),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: swiftSettings),
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: swiftSettings),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "LibraryDomainTests",
             dependencies: ["LibraryDomain", "SQLite"],
@@ -64,7 +66,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LibraryAPITests",
-            dependencies: ["LibraryAPI", "HTTPServer", "LibraryDomain"],
+            dependencies: ["LibraryAPI", "HTTPServer", "LibraryDomain", "TestSupport"],
             swiftSettings: swiftSettings
         ),
     ]
