@@ -1,0 +1,140 @@
+import Foundation
+import SQLite
+import Testing
+
+@testable import LibraryDomain
+
+@Suite struct ISBNTests {
+    @Test(arguments: ["0-306-40615-2", "0306406152", "080442957X", "0-8044-2957-x", "978-0-306-40615-7", "9780306406157"])
+    func accepts(_ isbn: String) {
+        #expect(ISBN.isValid(isbn))
+    }
+
+    @Test(arguments: [
+        "0-306-40615-3", "978-0-306-40615-8", "12345", "", "X804429570", "97803064061570", "-0306406152", "0306406152-",
+        "0306--406152", "978030640615X", "abcdefghij",
+    ])
+    func rejects(_ isbn: String) {
+        #expect(!ISBN.isValid(isbn))
+    }
+}
+
+@Suite struct ValidationTests {
+    @Test func libraryDraft_ChecksLengths() {
+        #expect(LibraryDraft(name: "Central").validate().isEmpty)
+        #expect(LibraryDraft(name: "").validate().map(\.field) == ["name"])
+        #expect(LibraryDraft(name: String(repeating: "n", count: 201)).validate().map(\.field) == ["name"])
+        #expect(LibraryDraft(name: "a", address: String(repeating: "a", count: 501)).validate().map(\.field) == ["address"])
+    }
+
+    @Test func bookDraft_ChecksEveryField() {
+        let library = Identifier.make()
+        #expect(BookDraft(libraryId: library, title: "Dune", isbn: "9780441172719", publishedYear: 1965).validate().isEmpty)
+        let bad = BookDraft(
+            libraryId: "nope", title: "", author: String(repeating: "a", count: 301), isbn: "123", publishedYear: 10_000
+        )
+        #expect(bad.validate().map(\.field) == ["libraryId", "title", "author", "isbn", "publishedYear"])
+        #expect(BookDraft(libraryId: library, title: "t", publishedYear: -9999).validate().isEmpty)
+    }
+
+    @Test func patch_LeavesAbsentFieldsAndClearsNulls() {
+        let draft = LibraryDraft(name: "Old", address: "Main St")
+        #expect(LibraryPatch(name: "New").applied(to: draft) == LibraryDraft(name: "New", address: "Main St"))
+        #expect(LibraryPatch(address: .some(nil)).applied(to: draft) == LibraryDraft(name: "Old", address: nil))
+    }
+}
+
+@Suite struct LibraryStoreTests {
+    let store = try! LibraryStore(path: ":memory:")
+
+    @Test func migrations_ApplyEveryFileFromAnEmptyDatabase() throws {
+        let migrator = try LibraryMigrations.migrator()
+        #expect(!migrator.migrations.isEmpty)
+        #expect(store.appliedMigrations.map(\.name) == migrator.migrations.map(\.name))
+        let tables = try store.writeAndWait { writer in
+            try writer.connection.statement("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").map { $0.text(0) }
+        }
+        #expect(tables.contains("libraries"))
+        #expect(tables.contains("books"))
+        #expect(tables.contains("schema_migrations"))
+    }
+
+    @Test func writes_CountVersionsAndBooks() throws {
+        let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "Central")) }
+        #expect(library.version == 1)
+        #expect(library.bookCount == 0)
+        let book = try store.writeAndWait { try $0.createBook(BookDraft(libraryId: library.id, title: "Dune")) }
+        let afterCreate = try store.writeAndWait { try $0.reader.library(id: library.id) }
+        #expect(afterCreate?.bookCount == 1)
+        #expect(afterCreate?.version == 2)
+
+        let same = try store.writeAndWait { try $0.updateBook(id: book.id, if: .none) { $0 } }
+        #expect(same.version == 1)  // a write that changes nothing is not a change
+
+        let renamed = try store.writeAndWait { writer in
+            try writer.updateBook(id: book.id, if: .versions([1])) { draft in
+                var draft = draft
+                draft.title = "Dune Messiah"
+                return draft
+            }
+        }
+        #expect(renamed.version == 2)
+        #expect(renamed.title == "Dune Messiah")
+    }
+
+    @Test func update_ChecksExistenceThenPreconditionThenValues() throws {
+        let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "A")) }
+        func kind(_ body: @escaping @Sendable (LibraryWriter) throws -> Void) -> StoreError.Kind? {
+            do {
+                try store.writeAndWait(body)
+                return nil
+            } catch {
+                return error.kind
+            }
+        }
+        #expect(kind { try $0.updateLibrary(id: Identifier.make(), if: .none) { $0 } } == .notFound)
+        #expect(kind { try $0.updateLibrary(id: library.id, if: .versions([9])) { _ in LibraryDraft(name: "") } } == .preconditionFailed)
+        #expect(kind { try $0.updateLibrary(id: library.id, if: .none) { _ in LibraryDraft(name: "") } } == .invalid([FieldError("name", "must be 1 to 200 characters long")]))
+        #expect(kind { try $0.createBook(BookDraft(libraryId: Identifier.make(), title: "x")) } == .invalid([FieldError("libraryId", "no library has this id")]))
+    }
+
+    @Test func move_UpdatesBothLibraries() throws {
+        let a = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "A")) }
+        let b = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "B")) }
+        let book = try store.writeAndWait { try $0.createBook(BookDraft(libraryId: a.id, title: "t")) }
+        var move = BookPatch()
+        move.libraryId = b.id
+        let patch = move
+        let moved = try store.writeAndWait { try $0.updateBook(id: book.id, if: .none) { patch.applied(to: $0) } }
+        #expect(moved.libraryId == b.id)
+        let counts = try store.writeAndWait { writer in
+            (try writer.reader.library(id: a.id)!.bookCount, try writer.reader.library(id: b.id)!.bookCount)
+        }
+        #expect(counts == (0, 1))
+    }
+
+    @Test func deleteLibrary_DeletesItsBooks() throws {
+        let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "Gone")) }
+        let book = try store.writeAndWait { try $0.createBook(BookDraft(libraryId: library.id, title: "t")) }
+        let (_, bookIDs) = try store.writeAndWait { try $0.deleteLibrary(id: library.id, if: .none) }
+        #expect(bookIDs == [book.id])
+        #expect(try store.writeAndWait { try $0.reader.book(id: book.id) } == nil)
+    }
+
+    @Test func pages_CoverEveryRowOnceInInsertionOrder() throws {
+        let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "Paged")) }
+        let ids = try (0..<25).map { index in
+            try store.writeAndWait { try $0.createBook(BookDraft(libraryId: library.id, title: "b\(index)")).id }
+        }
+        var seen: [String] = []
+        var after = 0
+        while true {
+            let position = after
+            let page = try store.writeAndWait { try $0.reader.books(BookFilter(libraryId: library.id), after: position, limit: 7) }
+            seen += page.items.map(\.id)
+            guard let next = page.next else { break }
+            after = next
+        }
+        #expect(seen == ids)
+    }
+}
