@@ -14,16 +14,23 @@ package final class DatabasePool: Sendable {
 
     /// Opens the writer (running `prepare` on it first, e.g. migrations), then `readerCount` readers.
     /// A `:memory:` database has no separate readers: reads share the writer's queue.
-    package init(path: String, readerCount: Int = 4, prepare: (Connection) throws -> Void = { _ in }) throws {
+    package init(
+        path: String,
+        readerCount: Int = 4,
+        busyTimeoutMilliseconds: Int32 = 5_000,
+        prepare: (Connection) throws -> Void = { _ in }
+    ) throws {
         self.path = path
-        let writerConnection = try Connection(path: path, role: .writer)
+        let writerConnection = try Connection(path: path, role: .writer, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         try prepare(writerConnection)
         writer = Confined(writerConnection, label: "sqlite.writer")
         if path == ":memory:" || readerCount == 0 {
             readers = [writer]
         } else {
             readers = try (0..<readerCount).map { index in
-                Confined(try Connection(path: path, role: .reader), label: "sqlite.reader.\(index)")
+                Confined(
+                    try Connection(path: path, role: .reader, busyTimeoutMilliseconds: busyTimeoutMilliseconds),
+                    label: "sqlite.reader.\(index)")
             }
         }
     }

@@ -11,10 +11,13 @@ package final class LibraryStore: Sendable {
     package let appliedMigrations: [Migration]
 
     /// Opens the database at `path` (`:memory:` keeps nothing) and brings its schema up to date.
-    package init(path: String, readerCount: Int = 4) throws {
+    /// A write that finds the database locked waits up to `busyTimeoutMilliseconds`, then fails
+    /// as unavailable.
+    package init(path: String, readerCount: Int = 4, busyTimeoutMilliseconds: Int32 = 5_000) throws {
         let migrator = try LibraryMigrations.migrator()
         var applied: [Migration] = []
-        pool = try DatabasePool(path: path, readerCount: readerCount) { connection in
+        pool = try DatabasePool(path: path, readerCount: readerCount, busyTimeoutMilliseconds: busyTimeoutMilliseconds) {
+            connection in
             applied = try migrator.migrate(connection)
         }
         appliedMigrations = applied

@@ -1,0 +1,109 @@
+import Foundation
+import SQLite
+import Testing
+import TestSupport
+
+@Suite struct ErrorResponseTests {
+    let live = try! LiveServer()
+
+    /// Checks the problem+json shape and returns the document.
+    @discardableResult
+    func problem(_ response: TestResponse, _ status: Int, sourceLocation: SourceLocation = #_sourceLocation) -> [String: Any] {
+        #expect(response.status == status, "\(response.text)", sourceLocation: sourceLocation)
+        #expect(response.header("content-type") == "application/problem+json", sourceLocation: sourceLocation)
+        let json = response.json
+        #expect(json["status"] as? Int == status, sourceLocation: sourceLocation)
+        #expect((json["type"] as? String)?.hasPrefix("urn:library-server:problem:") == true, sourceLocation: sourceLocation)
+        #expect(json["title"] is String, sourceLocation: sourceLocation)
+        #expect(json["detail"] is String, sourceLocation: sourceLocation)
+        return json
+    }
+
+    @Test func malformedJSON_Is400() throws {
+        problem(try live.request("POST", "/libraries", body: #"{"name": "x""#), 400)
+        problem(try live.request("POST", "/libraries", body: #"{"name":"a","name":"b"}"#), 400)
+        problem(try live.request("POST", "/libraries", body: String(repeating: "[", count: 100_000)), 400)
+        problem(try live.request("POST", "/libraries", body: ""), 400)
+        problem(try live.request("POST", "/libraries", body: "{\"name\":\"\\ud800\"}"), 400)
+    }
+
+    @Test func malformedIdAndQuery_Are400() throws {
+        problem(try live.request("GET", "/books/not-a-uuid"), 400)
+        problem(try live.request("GET", "/libraries/%zz"), 400)
+        problem(try live.request("GET", "/books?limit=0"), 400)
+        problem(try live.request("GET", "/books?limit=501"), 400)
+        problem(try live.request("GET", "/books?limit=ten"), 400)
+        problem(try live.request("GET", "/books?limit=1&limit=2"), 400)
+        problem(try live.request("GET", "/books?cursor=garbage"), 400)
+        problem(try live.request("GET", "/books?author=%E0%A4"), 400)
+        problem(try live.request("GET", "/books/\(UUID().uuidString)", headers: ["If-None-Match": "nonsense"]), 400)
+    }
+
+    @Test func unknownResourceOrRoute_Is404() throws {
+        problem(try live.request("GET", "/books/\(UUID().uuidString)"), 404)
+        problem(try live.request("PATCH", "/libraries/\(UUID().uuidString)", body: "{}"), 404)
+        problem(try live.request("GET", "/nothing/here"), 404)
+    }
+
+    @Test func wrongMethod_Is405WithAllow() throws {
+        let response = try live.request("DELETE", "/books")
+        problem(response, 405)
+        #expect(response.header("allow") == "GET, HEAD, POST, OPTIONS")
+    }
+
+    @Test func bodyOverOneMebibyte_Is413() throws {
+        let big = #"{"name":""# + String(repeating: "a", count: 1_048_577) + #""}"#
+        problem(try live.request("POST", "/libraries", body: big), 413)
+    }
+
+    @Test func nonJSONBody_Is415() throws {
+        problem(try live.request("POST", "/libraries", headers: ["Content-Type": "text/plain"], body: "name=x"), 415)
+        problem(try live.request("POST", "/libraries", headers: ["Content-Type": "application/x-www-form-urlencoded"], body: "name=x"), 415)
+    }
+
+    @Test func invalidValues_Are422WithFieldErrors() throws {
+        let library = try live.createLibrary()
+        let unknown = problem(try live.request("POST", "/libraries", body: #"{"name":"x","colour":"red"}"#), 422)
+        #expect((unknown["errors"] as? [[String: String]])?.first?["field"] == "colour")
+        let invalid = problem(
+            try live.request("POST", "/books", body: #"{"libraryId":"\#(library)","title":"","isbn":"978-0-441-17271-0","publishedYear":12000}"#),
+            422
+        )
+        #expect(Set((invalid["errors"] as? [[String: String]])?.compactMap { $0["field"] } ?? []) == ["title", "isbn", "publishedYear"])
+        problem(try live.request("POST", "/books", body: #"{"libraryId":"\#(library)","title":"t","publishedYear":1e400}"#), 422)
+        problem(try live.request("POST", "/books", body: #"{"libraryId":"\#(library)","title":"t","available":"yes"}"#), 422)
+        problem(try live.request("PATCH", "/libraries/\(library)", body: #"{"name":null}"#), 422)
+        problem(try live.request("POST", "/libraries", body: "[1,2]"), 422)
+        #expect(try live.request("GET", "/libraries/\(library)").json["name"] as? String == "Central")
+    }
+
+    @Test func oversizedHead_Is431() throws {
+        let response = try live.request("GET", "/books", headers: ["X-Big": String(repeating: "b", count: 17_000)])
+        problem(response, 431)
+    }
+
+    @Test func lockedDatabase_Is503() throws {
+        try withTemporaryFile { path in
+            let live = try LiveServer(path: path, busyTimeoutMilliseconds: 50)
+            let blocker = try Connection(path: path)
+            try blocker.execute("BEGIN IMMEDIATE")
+            let response = try live.request("POST", "/libraries", body: #"{"name":"x"}"#)
+            problem(response, 503)
+            #expect(response.header("retry-after") == "1")
+            try blocker.execute("ROLLBACK")
+            #expect(try live.request("POST", "/libraries", body: #"{"name":"x"}"#).status == 201)
+        }
+    }
+
+    @Test func responses_EchoOrGenerateARequestID() throws {
+        #expect(try live.request("GET", "/healthz", headers: ["X-Request-ID": "abc-123"]).header("x-request-id") == "abc-123")
+        #expect(try live.request("GET", "/healthz").header("x-request-id")?.count == 36)
+    }
+}
+
+func withTemporaryFile(_ body: (String) throws -> Void) throws {
+    let directory = NSTemporaryDirectory() + "library-tests-" + UUID().uuidString
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    try body(directory + "/library.sqlite")
+}

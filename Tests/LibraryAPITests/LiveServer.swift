@@ -1,0 +1,72 @@
+import Foundation
+import HTTPServer
+import LibraryAPI
+import LibraryDomain
+import Logging
+import TestSupport
+
+/// The real API on 127.0.0.1 and a free port, over a fresh store.
+final class LiveServer {
+    let store: LibraryStore
+    let server: HTTPServer
+    let port: Int
+    private var stopped = false
+
+    init(
+        path: String = ":memory:",
+        token: String? = nil,
+        cors: String? = nil,
+        busyTimeoutMilliseconds: Int32 = 5_000
+    ) throws {
+        store = try LibraryStore(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+        let api = LibraryAPI(
+            store: store,
+            configuration: APIConfiguration(apiToken: token, corsOrigin: cors),
+            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        )
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        configuration.loopCount = 2
+        server = HTTPServer(configuration: configuration, responder: api)
+        port = try server.start()
+    }
+
+    deinit { stop() }
+
+    func connect() throws -> TestConnection { try TestConnection(port: port) }
+
+    /// One request on a new connection.
+    func request(
+        _ method: String,
+        _ path: String,
+        headers: [String: String] = [:],
+        body: String? = nil
+    ) throws -> TestResponse {
+        try connect().request(method, path, headers: headers, body: body)
+    }
+
+    func stop() {
+        guard !stopped else { return }
+        stopped = true
+        server.shutdown(grace: 2)
+        store.close()
+    }
+
+    /// Creates a library and returns its id.
+    func createLibrary(_ name: String = "Central") throws -> String {
+        let response = try request("POST", "/libraries", body: #"{"name":"\#(name)"}"#)
+        guard response.status == 201, let id = response.json["id"] as? String else {
+            throw TestError("could not create a library: \(response.status) \(response.text)")
+        }
+        return id
+    }
+
+    /// Creates a book in `library` and returns its id.
+    func createBook(in library: String, title: String = "Dune", extra: String = "") throws -> String {
+        let response = try request("POST", "/books", body: #"{"libraryId":"\#(library)","title":"\#(title)"\#(extra)}"#)
+        guard response.status == 201, let id = response.json["id"] as? String else {
+            throw TestError("could not create a book: \(response.status) \(response.text)")
+        }
+        return id
+    }
+}
