@@ -47,7 +47,9 @@ let package = Package(
         // Configuration and wiring only.
         .executableTarget(
             name: "library-server",
-            dependencies: ["LibraryAPI", "HTTPServer", "LibraryDomain", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "LibraryAPI", "HTTPServer", "LibraryDomain", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
 
@@ -58,7 +60,8 @@ let package = Package(
         // Raw-socket HTTP client shared by the tests.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swiftSettings),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: swiftSettings),
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "LibraryDomainTests",
             dependencies: ["LibraryDomain", "SQLite"],

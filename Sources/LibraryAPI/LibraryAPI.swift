@@ -45,7 +45,8 @@ package final class LibraryAPI: HTTPResponder {
     private func handle(_ route: Route, _ exchange: Exchange) throws(APIError) {
         let method = exchange.request.method
         guard route.methods.contains(method) else {
-            var error = APIError(.methodNotAllowed, "method-not-allowed", "\(route.template) does not support \(method).")
+            var error = APIError(
+                .methodNotAllowed, "method-not-allowed", "\(route.template) does not support \(method).")
             error.headers.set("Allow", route.methods.joined(separator: ", "))
             throw error
         }

@@ -21,7 +21,8 @@ package final class DatabasePool: Sendable {
         prepare: (Connection) throws -> Void = { _ in }
     ) throws {
         self.path = path
-        let writerConnection = try Connection(path: path, role: .writer, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+        let writerConnection = try Connection(
+            path: path, role: .writer, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         try prepare(writerConnection)
         writer = Confined(writerConnection, label: "sqlite.writer")
         if path == ":memory:" || readerCount == 0 {

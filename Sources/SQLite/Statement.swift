@@ -68,9 +68,10 @@ package final class Statement {
             case .real(let double): code = sqlite3_bind_double(handle, index, double)
             case .null: code = sqlite3_bind_null(handle, index)
             case .text(let text):
-                code = text.utf8.withContiguousStorageIfAvailable { bytes in
-                    sqlite3_bind_text(handle, index, bytes.baseAddress, Int32(bytes.count), csqlite_transient())
-                } ?? sqlite3_bind_text(handle, index, text, -1, csqlite_transient())
+                code =
+                    text.utf8.withContiguousStorageIfAvailable { bytes in
+                        sqlite3_bind_text(handle, index, bytes.baseAddress, Int32(bytes.count), csqlite_transient())
+                    } ?? sqlite3_bind_text(handle, index, text, -1, csqlite_transient())
             }
             guard code == SQLITE_OK else { throw connection.error(code: code, sql: sql) }
         }

@@ -30,10 +30,16 @@ struct Configuration: Sendable {
     }
 
     private static let options: [Option] = [
-        Option(flag: "--host", variable: "LIBRARY_HOST", placeholder: "H", help: "address to listen on", defaultText: "127.0.0.1") {
+        Option(
+            flag: "--host", variable: "LIBRARY_HOST", placeholder: "H", help: "address to listen on",
+            defaultText: "127.0.0.1"
+        ) {
             $0.host = $1
         },
-        Option(flag: "--port", variable: "LIBRARY_PORT", placeholder: "P", help: "port to listen on; 0 picks a free one", defaultText: "8080") {
+        Option(
+            flag: "--port", variable: "LIBRARY_PORT", placeholder: "P", help: "port to listen on; 0 picks a free one",
+            defaultText: "8080"
+        ) {
             $0.port = try integer($1, "--port", 0...65535)
         },
         Option(
@@ -49,7 +55,10 @@ struct Configuration: Sendable {
             help: "trace, debug, info (one line per request), notice, warning, error or critical", defaultText: "info"
         ) { (configuration: inout Configuration, text: String) throws in
             guard let level = Logger.Level(rawValue: text.lowercased()) else {
-                throw Failure(description: "--log-level must be one of trace, debug, info, notice, warning, error, critical; got \"\(text)\"")
+                throw Failure(
+                    description:
+                        "--log-level must be one of trace, debug, info, notice, warning, error, critical; got \"\(text)\""
+                )
             }
             configuration.logLevel = level
         },
@@ -66,7 +75,8 @@ struct Configuration: Sendable {
             help: "seconds between keep-alive comments on event streams", defaultText: "15"
         ) { (configuration: inout Configuration, text: String) throws in
             guard let seconds = Double(text), seconds > 0, seconds <= 3600 else {
-                throw Failure(description: "--heartbeat-interval must be a number of seconds from 0 to 3600; got \"\(text)\"")
+                throw Failure(
+                    description: "--heartbeat-interval must be a number of seconds from 0 to 3600; got \"\(text)\"")
             }
             configuration.heartbeatInterval = seconds
         },
@@ -134,8 +144,12 @@ struct Configuration: Sendable {
     }
 
     private static func integer(_ text: String, _ flag: String, _ range: ClosedRange<Int>) throws(Failure) -> Int {
-        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text), range.contains(value) else {
-            throw Failure(description: "\(flag) must be a whole number from \(range.lowerBound) to \(range.upperBound); got \"\(text)\"")
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text),
+            range.contains(value)
+        else {
+            throw Failure(
+                description:
+                    "\(flag) must be a whole number from \(range.lowerBound) to \(range.upperBound); got \"\(text)\"")
         }
         return value
     }

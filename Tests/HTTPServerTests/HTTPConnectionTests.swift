@@ -2,8 +2,8 @@ import Dispatch
 import Glibc
 import HTTPServer
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// Answers every request with its method, target and body, so tests can see what the server parsed.
 struct EchoResponder: HTTPResponder {
@@ -23,7 +23,6 @@ struct EchoResponder: HTTPResponder {
         DispatchQueue.global().async { writer.send(.text(.ok, text)) }
     }
 }
-
 
 /// A server with the echo responder and one connection to it over a socketpair.
 func withConnection(_ body: (TestConnection, HTTPServer) throws -> Void) throws {
@@ -51,7 +50,9 @@ func withConnection(_ body: (TestConnection, HTTPServer) throws -> Void) throws 
 
     @Test func connection_AnswersPipelinedRequestsInOrder() throws {
         try withConnection { connection, _ in
-            try connection.send("GET /1 HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\r\nGET /3 HTTP/1.1\r\nHost: a\r\n\r\n")
+            try connection.send(
+                "GET /1 HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\r\nGET /3 HTTP/1.1\r\nHost: a\r\n\r\n"
+            )
             let texts = try (0..<3).map { _ in try connection.readResponse().text }
             #expect(texts == ["GET /1 ", "GET /2 ", "GET /3 "])
         }

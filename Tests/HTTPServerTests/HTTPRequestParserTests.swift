@@ -30,7 +30,8 @@ struct ParserCase: Sendable, CustomTestStringConvertible {
 }
 
 let validCases: [ParserCase] = [
-    ParserCase("simple GET", "GET /books HTTP/1.1\r\nHost: a\r\n\r\n", .request(method: "GET", target: "/books", body: "")),
+    ParserCase(
+        "simple GET", "GET /books HTTP/1.1\r\nHost: a\r\n\r\n", .request(method: "GET", target: "/books", body: "")),
     ParserCase(
         "query and headers", "GET /books?limit=5 HTTP/1.1\r\nHost: a\r\nAccept: */*\r\nX-Empty:\r\n\r\n",
         .request(method: "GET", target: "/books?limit=5", body: "")),
@@ -38,18 +39,21 @@ let validCases: [ParserCase] = [
         "content-length body", "POST /books HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello",
         .request(method: "POST", target: "/books", body: "hello")),
     ParserCase(
-        "chunked body", "POST /b HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+        "chunked body",
+        "POST /b HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
         .request(method: "POST", target: "/b", body: "hello world")),
     ParserCase(
         "chunk extension and trailer",
         "POST /b HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n3;name=value\r\nabc\r\n0\r\nX-Trailer: 1\r\n\r\n",
         .request(method: "POST", target: "/b", body: "abc")),
     ParserCase("HTTP/1.0 without Host", "GET / HTTP/1.0\r\n\r\n", .request(method: "GET", target: "/", body: "")),
-    ParserCase("leading empty line", "\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", .request(method: "GET", target: "/", body: "")),
+    ParserCase(
+        "leading empty line", "\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", .request(method: "GET", target: "/", body: "")),
     ParserCase(
         "absolute form", "GET http://example.com/books?x=1 HTTP/1.1\r\nHost: example.com\r\n\r\n",
         .request(method: "GET", target: "/books?x=1", body: "")),
-    ParserCase("asterisk form", "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", .request(method: "OPTIONS", target: "*", body: "")),
+    ParserCase(
+        "asterisk form", "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", .request(method: "OPTIONS", target: "*", body: "")),
     ParserCase(
         "zero content-length", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
         .request(method: "POST", target: "/", body: "")),
@@ -59,9 +63,15 @@ let validCases: [ParserCase] = [
 ]
 
 let malformedCases: [ParserCase] = [
-    ParserCase("CL and TE", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", .rejected(400)),
-    ParserCase("TE and CL", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", .rejected(400)),
-    ParserCase("duplicate CL", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc", .rejected(400)),
+    ParserCase(
+        "CL and TE", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+        .rejected(400)),
+    ParserCase(
+        "TE and CL", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+        .rejected(400)),
+    ParserCase(
+        "duplicate CL", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
+        .rejected(400)),
     ParserCase("CL list", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3, 3\r\n\r\nabc", .rejected(400)),
     ParserCase("signed CL", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +3\r\n\r\nabc", .rejected(400)),
     ParserCase("negative CL", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -3\r\n\r\n", .rejected(400)),
@@ -70,14 +80,24 @@ let malformedCases: [ParserCase] = [
     ParserCase("CL over 1 MiB", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1048577\r\n\r\n", .rejected(413)),
     ParserCase("unknown coding", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", .rejected(501)),
     ParserCase("xchunked", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\n\r\n", .rejected(501)),
-    ParserCase("chunked twice", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", .rejected(400)),
-    ParserCase("chunked not last", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", .rejected(501)),
+    ParserCase(
+        "chunked twice", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", .rejected(400)),
+    ParserCase(
+        "chunked not last", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", .rejected(501)),
     ParserCase("TE on HTTP/1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", .rejected(400)),
-    ParserCase("bad chunk size", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", .rejected(400)),
-    ParserCase("empty chunk size", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n\r\n", .rejected(400)),
-    ParserCase("oversized chunk", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nfffffffff\r\n", .rejected(413)),
-    ParserCase("chunk over limit", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n100001\r\n", .rejected(413)),
-    ParserCase("chunk without CRLF", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n", .rejected(400)),
+    ParserCase(
+        "bad chunk size", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", .rejected(400)),
+    ParserCase(
+        "empty chunk size", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n\r\n", .rejected(400)),
+    ParserCase(
+        "oversized chunk", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nfffffffff\r\n",
+        .rejected(413)),
+    ParserCase(
+        "chunk over limit", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n100001\r\n", .rejected(413)
+    ),
+    ParserCase(
+        "chunk without CRLF", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n",
+        .rejected(400)),
     ParserCase("obs-fold", "GET / HTTP/1.1\r\nHost: a\r\nX-A: 1\r\n  continued\r\n\r\n", .rejected(400)),
     ParserCase("space before colon", "GET / HTTP/1.1\r\nHost: a\r\nX-A : 1\r\n\r\n", .rejected(400)),
     ParserCase("NUL in value", "GET / HTTP/1.1\r\nHost: a\r\nX-A: 1\u{0}2\r\n\r\n", .rejected(400)),
@@ -98,13 +118,20 @@ let malformedCases: [ParserCase] = [
     ParserCase("asterisk with GET", "GET * HTTP/1.1\r\nHost: a\r\n\r\n", .rejected(400)),
     ParserCase("bad method", "G(T / HTTP/1.1\r\nHost: a\r\n\r\n", .rejected(400)),
     ParserCase("non-ASCII target", "GET /caf\u{00E9} HTTP/1.1\r\nHost: a\r\n\r\n", .rejected(400)),
-    ParserCase("unsupported expectation", "POST / HTTP/1.1\r\nHost: a\r\nExpect: magic\r\nContent-Length: 1\r\n\r\na", .rejected(417)),
-    ParserCase("request line too long", "GET /" + String(repeating: "a", count: 9000) + " HTTP/1.1\r\nHost: a\r\n\r\n", .rejected(414)),
     ParserCase(
-        "head too large", "GET / HTTP/1.1\r\nHost: a\r\n" + String(repeating: "X-Pad: " + String(repeating: "b", count: 100) + "\r\n", count: 170) + "\r\n",
+        "unsupported expectation", "POST / HTTP/1.1\r\nHost: a\r\nExpect: magic\r\nContent-Length: 1\r\n\r\na",
+        .rejected(417)),
+    ParserCase(
+        "request line too long", "GET /" + String(repeating: "a", count: 9000) + " HTTP/1.1\r\nHost: a\r\n\r\n",
+        .rejected(414)),
+    ParserCase(
+        "head too large",
+        "GET / HTTP/1.1\r\nHost: a\r\n"
+            + String(repeating: "X-Pad: " + String(repeating: "b", count: 100) + "\r\n", count: 170) + "\r\n",
         .rejected(431)),
     ParserCase(
-        "too many headers", "GET / HTTP/1.1\r\nHost: a\r\n" + (0..<101).map { "X-\($0): 1\r\n" }.joined() + "\r\n", .rejected(431)),
+        "too many headers", "GET / HTTP/1.1\r\nHost: a\r\n" + (0..<101).map { "X-\($0): 1\r\n" }.joined() + "\r\n",
+        .rejected(431)),
 ]
 
 /// Feeds `bytes` to a fresh parser in the given pieces, returning the first request or error.
@@ -160,7 +187,9 @@ func check(_ result: Result<HTTPRequest?, HTTPParseError>, _ expected: Expectati
 
     @Test func parsesPipelinedRequestsInOrder() throws {
         var parser = HTTPRequestParser()
-        let bytes = Array("GET /a HTTP/1.1\r\nHost: a\r\n\r\nPOST /b HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhiGET /c HTTP/1.1\r\nHost: a\r\n\r\n".utf8)
+        let bytes = Array(
+            "GET /a HTTP/1.1\r\nHost: a\r\n\r\nPOST /b HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhiGET /c HTTP/1.1\r\nHost: a\r\n\r\n"
+                .utf8)
         var index = 0
         var targets: [String] = []
         while case .request(let request) = try parser.parse(bytes, at: &index) {
@@ -187,7 +216,8 @@ func check(_ result: Result<HTTPRequest?, HTTPParseError>, _ expected: Expectati
     }
 
     @Test func lowercasesHeaderNamesAndDecidesKeepAlive() throws {
-        let close = try #require(try parse([Array("GET / HTTP/1.1\r\nHOST: a\r\nConnection: close\r\n\r\n".utf8)]).get())
+        let close = try #require(
+            try parse([Array("GET / HTTP/1.1\r\nHOST: a\r\nConnection: close\r\n\r\n".utf8)]).get())
         #expect(close.headers["host"] == "a")
         #expect(!close.keepAlive)
         let old = try #require(try parse([Array("GET / HTTP/1.0\r\n\r\n".utf8)]).get())

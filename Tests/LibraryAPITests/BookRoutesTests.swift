@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @Suite struct BookRoutesTests {
     let live = try! LiveServer()
@@ -9,7 +9,8 @@ import TestSupport
         let library = try live.createLibrary()
         let created = try live.request(
             "POST", "/books",
-            body: #"{"libraryId":"\#(library)","title":"Dune","author":"Frank Herbert","isbn":"978-0-441-17271-9","publishedYear":1965,"available":false}"#
+            body:
+                #"{"libraryId":"\#(library)","title":"Dune","author":"Frank Herbert","isbn":"978-0-441-17271-9","publishedYear":1965,"available":false}"#
         )
         #expect(created.status == 201)
         let id = try #require(created.json["id"] as? String)
@@ -17,7 +18,8 @@ import TestSupport
         #expect(created.json["publishedYear"] as? Int == 1965)
         #expect(created.json["available"] as? Bool == false)
 
-        let replaced = try live.request("PUT", "/books/\(id)", body: #"{"libraryId":"\#(library)","title":"Dune Messiah"}"#)
+        let replaced = try live.request(
+            "PUT", "/books/\(id)", body: #"{"libraryId":"\#(library)","title":"Dune Messiah"}"#)
         #expect(replaced.status == 200)
         #expect(replaced.json["author"] as? String == "")
         #expect(replaced.json["isbn"] is NSNull)
@@ -88,12 +90,17 @@ import TestSupport
         #expect(try live.request("GET", "/books/\(book)", headers: ["If-None-Match": "W/\"1\""]).status == 304)
         #expect(try live.request("GET", "/books/\(book)", headers: ["If-None-Match": "\"7\""]).status == 200)
 
-        #expect(try live.request("PATCH", "/books/\(book)", headers: ["If-Match": "\"9\""], body: #"{"title":"x"}"#).status == 412)
+        #expect(
+            try live.request("PATCH", "/books/\(book)", headers: ["If-Match": "\"9\""], body: #"{"title":"x"}"#).status
+                == 412)
         #expect(try live.request("GET", "/books/\(book)").json["title"] as? String == "Dune")  // unchanged
         let ok = try live.request("PATCH", "/books/\(book)", headers: ["If-Match": etag], body: #"{"title":"x"}"#)
         #expect(ok.status == 200)
         #expect(ok.header("etag") == "\"2\"")
-        #expect(try live.request("PUT", "/books/\(book)", headers: ["If-Match": etag], body: #"{"libraryId":"\#(library)","title":"y"}"#).status == 412)
+        #expect(
+            try live.request(
+                "PUT", "/books/\(book)", headers: ["If-Match": etag], body: #"{"libraryId":"\#(library)","title":"y"}"#
+            ).status == 412)
         #expect(try live.request("DELETE", "/books/\(book)", headers: ["If-Match": etag]).status == 412)
         #expect(try live.request("DELETE", "/books/\(book)", headers: ["If-Match": "*"]).status == 204)
         #expect(try live.request("DELETE", "/books/\(book)", headers: ["If-Match": "*"]).status == 404)

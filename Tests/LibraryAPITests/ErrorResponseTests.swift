@@ -1,19 +1,22 @@
 import Foundation
 import SQLite
-import Testing
 import TestSupport
+import Testing
 
 @Suite struct ErrorResponseTests {
     let live = try! LiveServer()
 
     /// Checks the problem+json shape and returns the document.
     @discardableResult
-    func problem(_ response: TestResponse, _ status: Int, sourceLocation: SourceLocation = #_sourceLocation) -> [String: Any] {
+    func problem(_ response: TestResponse, _ status: Int, sourceLocation: SourceLocation = #_sourceLocation) -> [String:
+        Any]
+    {
         #expect(response.status == status, "\(response.text)", sourceLocation: sourceLocation)
         #expect(response.header("content-type") == "application/problem+json", sourceLocation: sourceLocation)
         let json = response.json
         #expect(json["status"] as? Int == status, sourceLocation: sourceLocation)
-        #expect((json["type"] as? String)?.hasPrefix("urn:library-server:problem:") == true, sourceLocation: sourceLocation)
+        #expect(
+            (json["type"] as? String)?.hasPrefix("urn:library-server:problem:") == true, sourceLocation: sourceLocation)
         #expect(json["title"] is String, sourceLocation: sourceLocation)
         #expect(json["detail"] is String, sourceLocation: sourceLocation)
         return json
@@ -58,7 +61,10 @@ import TestSupport
 
     @Test func nonJSONBody_Is415() throws {
         problem(try live.request("POST", "/libraries", headers: ["Content-Type": "text/plain"], body: "name=x"), 415)
-        problem(try live.request("POST", "/libraries", headers: ["Content-Type": "application/x-www-form-urlencoded"], body: "name=x"), 415)
+        problem(
+            try live.request(
+                "POST", "/libraries", headers: ["Content-Type": "application/x-www-form-urlencoded"], body: "name=x"),
+            415)
     }
 
     @Test func invalidValues_Are422WithFieldErrors() throws {
@@ -66,12 +72,21 @@ import TestSupport
         let unknown = problem(try live.request("POST", "/libraries", body: #"{"name":"x","colour":"red"}"#), 422)
         #expect((unknown["errors"] as? [[String: String]])?.first?["field"] == "colour")
         let invalid = problem(
-            try live.request("POST", "/books", body: #"{"libraryId":"\#(library)","title":"","isbn":"978-0-441-17271-0","publishedYear":12000}"#),
+            try live.request(
+                "POST", "/books",
+                body: #"{"libraryId":"\#(library)","title":"","isbn":"978-0-441-17271-0","publishedYear":12000}"#),
             422
         )
-        #expect(Set((invalid["errors"] as? [[String: String]])?.compactMap { $0["field"] } ?? []) == ["title", "isbn", "publishedYear"])
-        problem(try live.request("POST", "/books", body: #"{"libraryId":"\#(library)","title":"t","publishedYear":1e400}"#), 422)
-        problem(try live.request("POST", "/books", body: #"{"libraryId":"\#(library)","title":"t","available":"yes"}"#), 422)
+        #expect(
+            Set((invalid["errors"] as? [[String: String]])?.compactMap { $0["field"] } ?? []) == [
+                "title", "isbn", "publishedYear",
+            ])
+        problem(
+            try live.request("POST", "/books", body: #"{"libraryId":"\#(library)","title":"t","publishedYear":1e400}"#),
+            422)
+        problem(
+            try live.request("POST", "/books", body: #"{"libraryId":"\#(library)","title":"t","available":"yes"}"#), 422
+        )
         problem(try live.request("PATCH", "/libraries/\(library)", body: #"{"name":null}"#), 422)
         problem(try live.request("POST", "/libraries", body: "[1,2]"), 422)
         #expect(try live.request("GET", "/libraries/\(library)").json["name"] as? String == "Central")
@@ -96,7 +111,9 @@ import TestSupport
     }
 
     @Test func responses_EchoOrGenerateARequestID() throws {
-        #expect(try live.request("GET", "/healthz", headers: ["X-Request-ID": "abc-123"]).header("x-request-id") == "abc-123")
+        #expect(
+            try live.request("GET", "/healthz", headers: ["X-Request-ID": "abc-123"]).header("x-request-id")
+                == "abc-123")
         #expect(try live.request("GET", "/healthz").header("x-request-id")?.count == 36)
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @Suite struct LibraryRoutesTests {
     let live = try! LiveServer()
@@ -67,7 +67,8 @@ import TestSupport
         let library = try live.createLibrary()
         let other = try live.createLibrary("Other")
         _ = try live.createBook(in: other)
-        let created = try live.request("POST", "/libraries/\(library)/books", body: #"{"title":"Emma","author":"Austen"}"#)
+        let created = try live.request(
+            "POST", "/libraries/\(library)/books", body: #"{"title":"Emma","author":"Austen"}"#)
         #expect(created.status == 201)
         #expect(created.json["libraryId"] as? String == library)
         #expect(created.json["author"] as? String == "Austen")
@@ -75,7 +76,8 @@ import TestSupport
         #expect(created.json["isbn"] is NSNull)
         let listed = try live.request("GET", "/libraries/\(library)/books")
         #expect((listed.json["items"] as? [[String: Any]])?.map { $0["title"] as? String } == ["Emma"])
-        let mismatch = try live.request("POST", "/libraries/\(library)/books", body: #"{"title":"x","libraryId":"\#(other)"}"#)
+        let mismatch = try live.request(
+            "POST", "/libraries/\(library)/books", body: #"{"title":"x","libraryId":"\#(other)"}"#)
         #expect(mismatch.status == 422)
         let missing = UUID().uuidString.lowercased()
         #expect(try live.request("POST", "/libraries/\(missing)/books", body: #"{"title":"x"}"#).status == 404)

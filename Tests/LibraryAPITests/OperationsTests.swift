@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @Suite struct OperationsTests {
     @Test func health_MetricsAndSpecAreServed() throws {
@@ -23,11 +23,17 @@ import TestSupport
         let missing = try live.request("POST", "/libraries", body: #"{"name":"x"}"#)
         #expect(missing.status == 401)
         #expect(missing.header("www-authenticate")?.hasPrefix("Bearer") == true)
-        #expect(try live.request("POST", "/libraries", headers: ["Authorization": "Bearer wrong"], body: #"{"name":"x"}"#).status == 401)
-        let created = try live.request("POST", "/libraries", headers: ["Authorization": "Bearer s3cret"], body: #"{"name":"x"}"#)
+        #expect(
+            try live.request("POST", "/libraries", headers: ["Authorization": "Bearer wrong"], body: #"{"name":"x"}"#)
+                .status == 401)
+        let created = try live.request(
+            "POST", "/libraries", headers: ["Authorization": "Bearer s3cret"], body: #"{"name":"x"}"#)
         #expect(created.status == 201)
         let id = try #require(created.json["id"] as? String)
-        for (method, path) in [("PUT", "/libraries/\(id)"), ("PATCH", "/libraries/\(id)"), ("DELETE", "/libraries/\(id)"), ("POST", "/books")] {
+        for (method, path) in [
+            ("PUT", "/libraries/\(id)"), ("PATCH", "/libraries/\(id)"), ("DELETE", "/libraries/\(id)"),
+            ("POST", "/books"),
+        ] {
             #expect(try live.request(method, path, body: "{}").status == 401, "\(method) \(path)")
         }
         #expect(try live.request("GET", "/libraries/\(id)").status == 200)
@@ -48,7 +54,9 @@ import TestSupport
         let other = try live.request("GET", "/books", headers: ["Origin": "https://evil.example"])
         #expect(other.header("access-control-allow-origin") == nil)
         let off = try LiveServer()
-        #expect(try off.request("GET", "/books", headers: ["Origin": "https://app.example"]).header("access-control-allow-origin") == nil)
+        #expect(
+            try off.request("GET", "/books", headers: ["Origin": "https://app.example"]).header(
+                "access-control-allow-origin") == nil)
     }
 
     @Test func data_SurvivesARestart() throws {

@@ -5,7 +5,9 @@ import Testing
 @testable import LibraryDomain
 
 @Suite struct ISBNTests {
-    @Test(arguments: ["0-306-40615-2", "0306406152", "080442957X", "0-8044-2957-x", "978-0-306-40615-7", "9780306406157"])
+    @Test(arguments: [
+        "0-306-40615-2", "0306406152", "080442957X", "0-8044-2957-x", "978-0-306-40615-7", "9780306406157",
+    ])
     func accepts(_ isbn: String) {
         #expect(ISBN.isValid(isbn))
     }
@@ -24,12 +26,14 @@ import Testing
         #expect(LibraryDraft(name: "Central").validate().isEmpty)
         #expect(LibraryDraft(name: "").validate().map(\.field) == ["name"])
         #expect(LibraryDraft(name: String(repeating: "n", count: 201)).validate().map(\.field) == ["name"])
-        #expect(LibraryDraft(name: "a", address: String(repeating: "a", count: 501)).validate().map(\.field) == ["address"])
+        #expect(
+            LibraryDraft(name: "a", address: String(repeating: "a", count: 501)).validate().map(\.field) == ["address"])
     }
 
     @Test func bookDraft_ChecksEveryField() {
         let library = Identifier.make()
-        #expect(BookDraft(libraryId: library, title: "Dune", isbn: "9780441172719", publishedYear: 1965).validate().isEmpty)
+        #expect(
+            BookDraft(libraryId: library, title: "Dune", isbn: "9780441172719", publishedYear: 1965).validate().isEmpty)
         let bad = BookDraft(
             libraryId: "nope", title: "", author: String(repeating: "a", count: 301), isbn: "123", publishedYear: 10_000
         )
@@ -52,7 +56,9 @@ import Testing
         #expect(!migrator.migrations.isEmpty)
         #expect(store.appliedMigrations.map(\.name) == migrator.migrations.map(\.name))
         let tables = try store.writeAndWait { writer in
-            try writer.connection.statement("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").map { $0.text(0) }
+            try writer.connection.statement("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").map {
+                $0.text(0)
+            }
         }
         #expect(tables.contains("libraries"))
         #expect(tables.contains("books"))
@@ -93,9 +99,15 @@ import Testing
             }
         }
         #expect(kind { try $0.updateLibrary(id: Identifier.make(), if: .none) { $0 } } == .notFound)
-        #expect(kind { try $0.updateLibrary(id: library.id, if: .versions([9])) { _ in LibraryDraft(name: "") } } == .preconditionFailed)
-        #expect(kind { try $0.updateLibrary(id: library.id, if: .none) { _ in LibraryDraft(name: "") } } == .invalid([FieldError("name", "must be 1 to 200 characters long")]))
-        #expect(kind { try $0.createBook(BookDraft(libraryId: Identifier.make(), title: "x")) } == .invalid([FieldError("libraryId", "no library has this id")]))
+        #expect(
+            kind { try $0.updateLibrary(id: library.id, if: .versions([9])) { _ in LibraryDraft(name: "") } }
+                == .preconditionFailed)
+        #expect(
+            kind { try $0.updateLibrary(id: library.id, if: .none) { _ in LibraryDraft(name: "") } }
+                == .invalid([FieldError("name", "must be 1 to 200 characters long")]))
+        #expect(
+            kind { try $0.createBook(BookDraft(libraryId: Identifier.make(), title: "x")) }
+                == .invalid([FieldError("libraryId", "no library has this id")]))
     }
 
     @Test func move_UpdatesBothLibraries() throws {
@@ -130,7 +142,9 @@ import Testing
         var after = 0
         while true {
             let position = after
-            let page = try store.writeAndWait { try $0.reader.books(BookFilter(libraryId: library.id), after: position, limit: 7) }
+            let page = try store.writeAndWait {
+                try $0.reader.books(BookFilter(libraryId: library.id), after: position, limit: 7)
+            }
             seen += page.items.map(\.id)
             guard let next = page.next else { break }
             after = next

@@ -30,7 +30,9 @@ func withTemporaryDirectory(_ body: (String) throws -> Void) throws {
         let connection = try Connection(path: ":memory:")
         try connection.execute("CREATE TABLE t (i INTEGER, r REAL, s TEXT, n TEXT)")
         try connection.statement("INSERT INTO t VALUES (?, ?, ?, ?)").run([.int(42), .real(1.5), .text("héllo"), .null])
-        let row = try connection.statement("SELECT i, s, n FROM t").first { ($0.int(0), $0.text(1), $0.optionalText(2)) }
+        let row = try connection.statement("SELECT i, s, n FROM t").first {
+            ($0.int(0), $0.text(1), $0.optionalText(2))
+        }
         #expect(row?.0 == 42)
         #expect(row?.1 == "héllo")
         #expect(row?.2 == nil)
@@ -116,7 +118,8 @@ func withTemporaryDirectory(_ body: (String) throws -> Void) throws {
                 #expect(error.description.contains("0001_create.sql was changed"))
             }
             // Nothing after the refusal was applied.
-            let tables = try Connection(path: path).statement("SELECT count(*) FROM sqlite_schema WHERE name = 'b'").first { $0.int(0) }
+            let tables = try Connection(path: path).statement("SELECT count(*) FROM sqlite_schema WHERE name = 'b'")
+                .first { $0.int(0) }
             #expect(tables == 0)
         }
     }
@@ -131,7 +134,8 @@ func withTemporaryDirectory(_ body: (String) throws -> Void) throws {
         let connection = try Connection(path: ":memory:")
         let broken = try Migration(name: "0002_broken.sql", sql: "CREATE TABLE c (x INTEGER); SELECT * FROM missing;")
         #expect(throws: SQLiteError.self) { try Migrator([first, broken]).migrate(connection) }
-        #expect(try connection.statement("SELECT count(*) FROM sqlite_schema WHERE name = 'c'").first { $0.int(0) } == 0)
+        #expect(
+            try connection.statement("SELECT count(*) FROM sqlite_schema WHERE name = 'c'").first { $0.int(0) } == 0)
         #expect(try connection.statement("SELECT count(*) FROM schema_migrations").first { $0.int(0) } == 1)
     }
 

@@ -63,7 +63,9 @@ package final class TestConnection {
     package func send(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
-            let sent = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL)) }
+            let sent = bytes.withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            }
             guard sent > 0 else { throw TestError("send failed: errno \(errno)") }
             offset += sent
         }
@@ -115,7 +117,8 @@ package final class TestConnection {
         var headers: [(String, String)] = []
         while let line = try readLine(), !line.isEmpty {
             let pair = line.split(separator: ":", maxSplits: 1)
-            headers.append((String(pair[0]), String(pair.count > 1 ? pair[1] : "").trimmingCharacters(in: .whitespaces)))
+            headers.append(
+                (String(pair[0]), String(pair.count > 1 ? pair[1] : "").trimmingCharacters(in: .whitespaces)))
         }
         var response = TestResponse(status: status, headers: headers, body: [])
         if head || status == 204 || status == 304 || status < 200 { return response }

@@ -8,7 +8,9 @@ enum BodyFraming: Equatable {
 /// Parses a complete request head (request line and header fields, CRLF-separated, without the
 /// final empty line) and decides the body framing, rejecting every ambiguous shape.
 enum HTTPHeadParser {
-    static func parse(_ head: ArraySlice<UInt8>, limits: HTTPParserLimits) throws(HTTPParseError) -> (HTTPRequest, BodyFraming) {
+    static func parse(_ head: ArraySlice<UInt8>, limits: HTTPParserLimits) throws(HTTPParseError) -> (
+        HTTPRequest, BodyFraming
+    ) {
         var lines = head.split(separator: 13, omittingEmptySubsequences: false).map { line in
             line.first == 10 ? line.dropFirst() : line
         }
@@ -31,7 +33,9 @@ enum HTTPHeadParser {
     /// `method SP request-target SP HTTP-version`, each part checked.
     static func requestLine(_ line: ArraySlice<UInt8>) throws(HTTPParseError) -> (String, String, HTTPVersion) {
         let parts = line.split(separator: 32, maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3 else { throw .bad("The request line must be: method, target and version, one space apart.") }
+        guard parts.count == 3 else {
+            throw .bad("The request line must be: method, target and version, one space apart.")
+        }
         let method = parts[0]
         let target = parts[1]
         let version = parts[2]
@@ -55,7 +59,10 @@ enum HTTPHeadParser {
             // absolute-form (RFC 9112 §3.2.2): keep the path and query.
             let afterScheme = targetString.dropFirst(targetString.hasPrefix("https://") ? 8 : 7)
             let pathStart = afterScheme.firstIndex { $0 == "/" || $0 == "?" }
-            targetString = pathStart.map { afterScheme[$0...].hasPrefix("?") ? "/" + afterScheme[$0...] : String(afterScheme[$0...]) } ?? "/"
+            targetString =
+                pathStart.map {
+                    afterScheme[$0...].hasPrefix("?") ? "/" + afterScheme[$0...] : String(afterScheme[$0...])
+                } ?? "/"
         } else if targetString == "*" {
             guard method.elementsEqual("OPTIONS".utf8) else { throw .bad("The target * is only for OPTIONS.") }
         } else if !targetString.hasPrefix("/") {
@@ -73,7 +80,9 @@ enum HTTPHeadParser {
         let name = line[line.startIndex..<colon]
         guard !name.isEmpty else { throw .bad("A header field has an empty name.") }
         guard name.allSatisfy(isTokenByte) else {
-            if name.last == 32 || name.last == 9 { throw .bad("Whitespace between a header name and the colon is not allowed.") }
+            if name.last == 32 || name.last == 9 {
+                throw .bad("Whitespace between a header name and the colon is not allowed.")
+            }
             throw .bad("A header field name is not a valid token.")
         }
         var value = line[(colon + 1)...]
@@ -111,7 +120,9 @@ enum HTTPHeadParser {
         }
         guard let length = lengths.first else { return .none }
         guard lengths.count == 1 else { throw .bad("More than one Content-Length header.") }
-        guard !length.isEmpty, length.utf8.allSatisfy(isDigit) else { throw .bad("Content-Length must be digits only.") }
+        guard !length.isEmpty, length.utf8.allSatisfy(isDigit) else {
+            throw .bad("Content-Length must be digits only.")
+        }
         guard length.utf8.count <= 9, let value = Int(length), value <= limits.maxBodySize else {
             throw HTTPParseError(.contentTooLarge, "The body is larger than \(limits.maxBodySize) bytes.")
         }

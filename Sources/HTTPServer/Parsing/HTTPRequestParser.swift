@@ -125,7 +125,8 @@ package struct HTTPRequestParser: Sendable {
 
     /// Finds the end of the head (an empty line), checking line endings on the way. Returns the
     /// head's bytes without the final empty line, and moves `index` past it.
-    private mutating func scanHead(_ buffer: [UInt8], at index: inout Int) throws(HTTPParseError) -> ArraySlice<UInt8>? {
+    private mutating func scanHead(_ buffer: [UInt8], at index: inout Int) throws(HTTPParseError) -> ArraySlice<UInt8>?
+    {
         if scanned == 0 {
             // RFC 9112 §2.2: ignore empty lines before a request line.
             while buffer.count - index >= 2, buffer[index] == 13, buffer[index + 1] == 10 { index += 2 }
@@ -143,7 +144,8 @@ package struct HTTPRequestParser: Sendable {
                 if requestLineEnd == nil {
                     requestLineEnd = position - start
                     if lineLength > limits.maxRequestLineSize {
-                        throw HTTPParseError(.uriTooLong, "The request line is longer than \(limits.maxRequestLineSize) bytes.")
+                        throw HTTPParseError(
+                            .uriTooLong, "The request line is longer than \(limits.maxRequestLineSize) bytes.")
                     }
                 } else if lineLength == 0 {
                     index = position + 2
@@ -162,7 +164,8 @@ package struct HTTPRequestParser: Sendable {
             if requestLineEnd == nil {
                 throw HTTPParseError(.uriTooLong, "The request line is longer than \(limits.maxRequestLineSize) bytes.")
             }
-            throw HTTPParseError(.requestHeaderFieldsTooLarge, "The request head is larger than \(limits.maxHeadSize) bytes.")
+            throw HTTPParseError(
+                .requestHeaderFieldsTooLarge, "The request head is larger than \(limits.maxHeadSize) bytes.")
         }
         return nil
     }
@@ -208,7 +211,9 @@ package struct HTTPRequestParser: Sendable {
         // chunk-ext = *( BWS ";" BWS name [ BWS "=" BWS value ] ): accepted, not interpreted.
         let rest = line[position...]
         if let first = rest.first(where: { $0 != 32 && $0 != 9 }) {
-            guard first == UInt8(ascii: ";") else { throw .bad("A chunk size is followed by something other than an extension.") }
+            guard first == UInt8(ascii: ";") else {
+                throw .bad("A chunk size is followed by something other than an extension.")
+            }
             guard rest.allSatisfy({ $0 == 9 || ($0 >= 32 && $0 != 127) }) else {
                 throw .bad("A chunk extension contains a control character.")
             }

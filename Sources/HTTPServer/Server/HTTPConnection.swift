@@ -161,7 +161,11 @@ final class HTTPConnection: EventHandler {
                 if peerClosed {
                     close()
                 } else if parser.isIdle && inputIndex == input.count {
-                    if draining { close() } else { deadline = .idle(monotonicMilliseconds() + server.configuration.idleTimeout) }
+                    if draining {
+                        close()
+                    } else {
+                        deadline = .idle(monotonicMilliseconds() + server.configuration.idleTimeout)
+                    }
                 } else if case .request = deadline {
                     // keep the deadline set when this request began
                 } else {
@@ -173,7 +177,8 @@ final class HTTPConnection: EventHandler {
                 flush()
             case .request(let request):
                 deadline = .none
-                phase = .responding(isHead: request.method == "HEAD", keepAlive: request.keepAlive, version: request.version)
+                phase = .responding(
+                    isHead: request.method == "HEAD", keepAlive: request.keepAlive, version: request.version)
                 server.responder.respond(
                     to: request,
                     writer: HTTPResponseWriter(loop: loop, fd: fd, connectionID: id)
@@ -291,13 +296,16 @@ final class HTTPConnection: EventHandler {
     private func flush() {
         while hasPendingOutput {
             let remaining = output.count - outputIndex
-            let sent = output.withUnsafeBytes { send(fd, $0.baseAddress! + outputIndex, remaining, Int32(MSG_NOSIGNAL)) }
+            let sent = output.withUnsafeBytes {
+                send(fd, $0.baseAddress! + outputIndex, remaining, Int32(MSG_NOSIGNAL))
+            }
             if sent > 0 {
                 outputIndex += sent
             } else if sent < 0 && errno == EINTR {
                 continue
             } else if sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
-                if case .write = deadline {} else {
+                if case .write = deadline {
+                } else {
                     deadline = .write(monotonicMilliseconds() + server.configuration.writeTimeout)
                 }
                 return

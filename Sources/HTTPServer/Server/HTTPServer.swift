@@ -28,7 +28,8 @@ package final class HTTPServer: Sendable {
         for loop in loops {
             let context = context
             loop.execute {
-                loop.register(fd, Listener(fd: fd, loop: loop, server: context), events: csys_epollin() | csys_epollexclusive())
+                loop.register(
+                    fd, Listener(fd: fd, loop: loop, server: context), events: csys_epollin() | csys_epollexclusive())
             }
         }
         return port

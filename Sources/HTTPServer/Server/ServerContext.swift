@@ -1,3 +1,4 @@
+import CSystemLinux
 import Glibc
 import Synchronization
 
@@ -46,8 +47,6 @@ final class ServerContext: Sendable {
         close(fd)
     }
 }
-
-import CSystemLinux
 
 /// Edge-triggered read, write and hang-up events: each connection is registered once, for good.
 func csys_connection_events() -> UInt32 {

@@ -29,7 +29,8 @@ extension LibraryAPI {
         exchange.read("book \(id)") { reader in
             guard let book = try reader.book(id: id) else { throw StoreError(.notFound) }
             if try EntityTag.noneMatchHits(ifNoneMatch, version: book.version) {
-                return HTTPResponse(status: .notModified, headers: HTTPHeaders([("ETag", EntityTag.header(book.version))]))
+                return HTTPResponse(
+                    status: .notModified, headers: HTTPHeaders([("ETag", EntityTag.header(book.version))]))
             }
             var json = JSONWriter()
             json.book(book, fields)

@@ -21,7 +21,8 @@ extension LibraryAPI {
         exchange.read("library \(id)") { reader in
             guard let library = try reader.library(id: id) else { throw StoreError(.notFound) }
             if try EntityTag.noneMatchHits(ifNoneMatch, version: library.version) {
-                return HTTPResponse(status: .notModified, headers: HTTPHeaders([("ETag", EntityTag.header(library.version))]))
+                return HTTPResponse(
+                    status: .notModified, headers: HTTPHeaders([("ETag", EntityTag.header(library.version))]))
             }
             var json = JSONWriter()
             json.library(library, fields)

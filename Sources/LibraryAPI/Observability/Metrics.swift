@@ -46,18 +46,26 @@ package final class Metrics: Sendable {
             "# HELP library_http_requests_total HTTP requests answered, by route template, method and status.",
             "# TYPE library_http_requests_total counter",
         ]
-        for (key, count) in requests.sorted(by: { ($0.key.route, $0.key.method, $0.key.status) < ($1.key.route, $1.key.method, $1.key.status) }) {
-            lines.append("library_http_requests_total{route=\"\(key.route)\",method=\"\(key.method)\",status=\"\(key.status)\"} \(count)")
+        for (key, count) in requests.sorted(by: {
+            ($0.key.route, $0.key.method, $0.key.status) < ($1.key.route, $1.key.method, $1.key.status)
+        }) {
+            lines.append(
+                "library_http_requests_total{route=\"\(key.route)\",method=\"\(key.method)\",status=\"\(key.status)\"} \(count)"
+            )
         }
-        lines.append("# HELP library_http_request_duration_seconds Time from a parsed request to its response, by route template.")
+        lines.append(
+            "# HELP library_http_request_duration_seconds Time from a parsed request to its response, by route template."
+        )
         lines.append("# TYPE library_http_request_duration_seconds histogram")
         for (route, histogram) in latency.sorted(by: { $0.key < $1.key }) {
             var cumulative = 0
             for (bound, count) in zip(Self.bounds, histogram.buckets) {
                 cumulative += count
-                lines.append("library_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"\(bound)\"} \(cumulative)")
+                lines.append(
+                    "library_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"\(bound)\"} \(cumulative)")
             }
-            lines.append("library_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"+Inf\"} \(histogram.count)")
+            lines.append(
+                "library_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"+Inf\"} \(histogram.count)")
             lines.append("library_http_request_duration_seconds_sum{route=\"\(route)\"} \(histogram.sum)")
             lines.append("library_http_request_duration_seconds_count{route=\"\(route)\"} \(histogram.count)")
         }

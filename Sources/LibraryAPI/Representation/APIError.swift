@@ -26,11 +26,13 @@ struct APIError: Error, Sendable {
 
     static func invalid(_ errors: [FieldError]) -> APIError {
         let summary = errors.map { "\($0.field) \($0.message)" }.joined(separator: "; ")
-        return APIError(.unprocessableContent, "validation", "The request body is not acceptable: \(summary).", errors: errors)
+        return APIError(
+            .unprocessableContent, "validation", "The request body is not acceptable: \(summary).", errors: errors)
     }
 
     static func unavailable() -> APIError {
-        var error = APIError(.serviceUnavailable, "unavailable", "The database is unavailable right now; retry shortly.")
+        var error = APIError(
+            .serviceUnavailable, "unavailable", "The database is unavailable right now; retry shortly.")
         error.headers.set("Retry-After", "1")
         return error
     }
@@ -46,7 +48,9 @@ struct APIError: Error, Sendable {
         switch error.kind {
         case .notFound: self = .notFound("No \(resource) exists.")
         case .preconditionFailed:
-            self = APIError(.preconditionFailed, "precondition-failed", "The \(resource) has changed: If-Match does not match its ETag.")
+            self = APIError(
+                .preconditionFailed, "precondition-failed",
+                "The \(resource) has changed: If-Match does not match its ETag.")
         case .invalid(let errors): self = .invalid(errors)
         case .unavailable: self = .unavailable()
         case .internal: self = .internalError

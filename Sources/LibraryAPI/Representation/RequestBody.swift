@@ -11,8 +11,11 @@ struct RequestBody {
     /// `writable` or `readOnly` (read-only ones are ignored; any other is a 422).
     init(_ request: HTTPRequest, writable: [String], readOnly: [String]) throws(APIError) {
         if let contentType = request.headers["content-type"] {
-            let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmedOWS().lowercased() } ?? ""
-            guard mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json")) else {
+            let mediaType =
+                contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmedOWS().lowercased() } ?? ""
+            guard
+                mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json"))
+            else {
                 throw APIError(
                     .unsupportedMediaType,
                     "unsupported-media-type",

@@ -30,7 +30,8 @@ struct CORS: Sendable {
 
     /// The answer to `OPTIONS` on a route: its methods, plus preflight headers when CORS applies.
     func options(methods: [String], for request: HTTPRequest) -> HTTPResponse {
-        var response = HTTPResponse(status: .noContent, headers: HTTPHeaders([("Allow", methods.joined(separator: ", "))]))
+        var response = HTTPResponse(
+            status: .noContent, headers: HTTPHeaders([("Allow", methods.joined(separator: ", "))]))
         if allowed(request.headers["origin"]) != nil, request.headers["access-control-request-method"] != nil {
             response.headers.set("Access-Control-Allow-Methods", methods.joined(separator: ", "))
             response.headers.set("Access-Control-Allow-Headers", Self.allowedHeaders)

@@ -19,7 +19,9 @@ struct QueryParameters: Sendable {
 
     /// The value of `name`; a 400 if it was given more than once.
     func string(_ name: String) throws(APIError) -> String? {
-        guard !repeated.contains(name) else { throw .badRequest("The query parameter \(name) is given more than once.") }
+        guard !repeated.contains(name) else {
+            throw .badRequest("The query parameter \(name) is given more than once.")
+        }
         return values[name]
     }
 

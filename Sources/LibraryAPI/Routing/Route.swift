@@ -19,11 +19,15 @@ enum Route: Sendable, Equatable {
         guard path != "*" else { throw .notFound("No route matches *.") }
         var segments: [String] = []
         for raw in path.split(separator: "/", omittingEmptySubsequences: false).dropFirst() {
-            guard let segment = percentDecode(raw) else { throw .badRequest("The path has an invalid percent-encoding.") }
+            guard let segment = percentDecode(raw) else {
+                throw .badRequest("The path has an invalid percent-encoding.")
+            }
             segments.append(segment)
         }
         func id(_ text: String, _ kind: String) throws(APIError) -> String {
-            guard let id = Identifier.canonical(text) else { throw .badRequest("\"\(text)\" is not a valid \(kind) id (a UUID).") }
+            guard let id = Identifier.canonical(text) else {
+                throw .badRequest("\"\(text)\" is not a valid \(kind) id (a UUID).")
+            }
             return id
         }
         switch segments.count {
@@ -38,8 +42,10 @@ enum Route: Sendable, Equatable {
             }
         case 2 where segments[0] == "libraries": self = .library(try id(segments[1], "library"))
         case 2 where segments[0] == "books": self = .book(try id(segments[1], "book"))
-        case 3 where segments[0] == "libraries" && segments[2] == "books": self = .libraryBooks(try id(segments[1], "library"))
-        case 3 where segments[0] == "libraries" && segments[2] == "events": self = .libraryEvents(try id(segments[1], "library"))
+        case 3 where segments[0] == "libraries" && segments[2] == "books":
+            self = .libraryBooks(try id(segments[1], "library"))
+        case 3 where segments[0] == "libraries" && segments[2] == "events":
+            self = .libraryEvents(try id(segments[1], "library"))
         case 3 where segments[0] == "books" && segments[2] == "events": self = .bookEvents(try id(segments[1], "book"))
         default: throw Self.unknown(path)
         }

@@ -16,7 +16,8 @@ package final class LibraryStore: Sendable {
     package init(path: String, readerCount: Int = 4, busyTimeoutMilliseconds: Int32 = 5_000) throws {
         let migrator = try LibraryMigrations.migrator()
         var applied: [Migration] = []
-        pool = try DatabasePool(path: path, readerCount: readerCount, busyTimeoutMilliseconds: busyTimeoutMilliseconds) {
+        pool = try DatabasePool(path: path, readerCount: readerCount, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+        {
             connection in
             applied = try migrator.migrate(connection)
         }
@@ -48,7 +49,9 @@ package final class LibraryStore: Sendable {
     }
 
     /// Runs `work` in one write transaction and waits for it (setup and tests).
-    package func writeAndWait<T: Sendable>(_ work: @escaping @Sendable (LibraryWriter) throws -> T) throws(StoreError) -> T {
+    package func writeAndWait<T: Sendable>(_ work: @escaping @Sendable (LibraryWriter) throws -> T) throws(StoreError)
+        -> T
+    {
         do {
             return try pool.writeAndWait { connection in
                 try connection.transaction { try work(LibraryWriter(connection: connection)) }

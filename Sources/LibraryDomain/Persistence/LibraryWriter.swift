@@ -18,7 +18,8 @@ package struct LibraryWriter {
             INSERT INTO libraries (id, name, address, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
             RETURNING \(LibraryReader.libraryColumns)
             """
-        ).first([.text(Identifier.make()), .text(draft.name), .optional(draft.address), .text(now), .text(now)],
+        ).first(
+            [.text(Identifier.make()), .text(draft.name), .optional(draft.address), .text(now), .text(now)],
             LibraryReader.library)!
     }
 
@@ -37,7 +38,8 @@ package struct LibraryWriter {
             UPDATE libraries SET name = ?, address = ?, version = version + 1, updated_at = ? WHERE id = ?
             RETURNING \(LibraryReader.libraryColumns)
             """
-        ).first([.text(draft.name), .optional(draft.address), .text(Timestamp.now()), .text(id)], LibraryReader.library)!
+        ).first(
+            [.text(draft.name), .optional(draft.address), .text(Timestamp.now()), .text(id)], LibraryReader.library)!
     }
 
     /// Deletes a library and its books; returns the library as it was and its books' ids.
