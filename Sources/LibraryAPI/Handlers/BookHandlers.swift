@@ -7,7 +7,7 @@ extension LibraryAPI {
         let query = try QueryParameters(exchange.request.query)
         let (limit, after) = (try query.limit(), try query.cursor())
         let fields = try FieldSelection<BookField>(parsing: query.string("fields"))
-        let libraryFilter = try query.identifier("libraryId")
+        let libraryFilter = libraryID == nil ? try query.identifier("libraryId") : nil
         let filter = BookFilter(
             libraryId: libraryID ?? libraryFilter,
             author: try query.string("author"),

@@ -30,6 +30,7 @@ enum Route: Sendable, Equatable {
             }
             return id
         }
+        guard !segments.contains("") else { throw Self.unknown(path) }
         switch segments.count {
         case 1:
             switch segments[0] {

@@ -58,10 +58,10 @@ package struct BookDraft: Sendable, Equatable {
         if !Identifier.isValid(libraryId) {
             errors.append(FieldError("libraryId", "must be a UUID"))
         }
-        if title.count < 1 || title.count > 500 {
+        if title.unicodeScalars.isEmpty || title.unicodeScalars.count > 500 {
             errors.append(FieldError("title", "must be 1 to 500 characters long"))
         }
-        if author.count > 300 {
+        if author.unicodeScalars.count > 300 {
             errors.append(FieldError("author", "must be at most 300 characters long"))
         }
         if let isbn, !ISBN.isValid(isbn) {

@@ -26,14 +26,15 @@ package struct LibraryDraft: Sendable, Equatable {
         self.address = address
     }
 
-    /// Field errors that make this draft unacceptable; empty when it is valid.
+    /// Field errors that make this draft unacceptable; empty when it is valid. Lengths count Unicode
+    /// scalars (code points), as JSON Schema's `maxLength` does.
     package func validate() -> [FieldError] {
         var errors: [FieldError] = []
-        let length = name.count
+        let length = name.unicodeScalars.count
         if length < 1 || length > 200 {
             errors.append(FieldError("name", "must be 1 to 200 characters long"))
         }
-        if let address, address.count > 500 {
+        if let address, address.unicodeScalars.count > 500 {
             errors.append(FieldError("address", "must be at most 500 characters long"))
         }
         return errors
