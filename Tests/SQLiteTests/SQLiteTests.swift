@@ -153,7 +153,7 @@ func withTemporaryDirectory(_ body: (String) throws -> Void) throws {
                 try $0.execute("CREATE TABLE t (x INTEGER)")
             }
             defer { pool.close() }
-            try pool.writeAndWait { try $0.statement("INSERT INTO t VALUES (7)").run() }
+            _ = try pool.writeAndWait { try $0.statement("INSERT INTO t VALUES (7)").run() }
             for _ in 0..<4 {
                 let done = DispatchSemaphore(value: 0)
                 let seen = LockedValue(0)
