@@ -24,6 +24,9 @@ final class HTTPConnection: EventHandler {
         case responding(isHead: Bool, keepAlive: Bool, version: HTTPVersion)
         /// A streamed response is open.
         case streaming(chunked: Bool)
+        /// An error response was sent and our side shut down; unread input is drained for a moment
+        /// so the kernel does not reset the connection before the client has read the response.
+        case lingering
         case closed
     }
 
@@ -35,11 +38,14 @@ final class HTTPConnection: EventHandler {
         case request(UInt64)
         /// Output is waiting for the client to read it.
         case write(UInt64)
+        /// A lingering close ends by then at the latest.
+        case linger(UInt64)
     }
 
     private var phase = Phase.reading
     private var deadline = Deadline.none
     private var closeWhenFlushed = false
+    private var lingerOnClose = false
     private var peerClosed = false
     private var draining = false
     private var processing = false
@@ -79,7 +85,7 @@ final class HTTPConnection: EventHandler {
             if now >= time { close() }
         case .request(let time):
             if now >= time { fail(HTTPParseError(.requestTimeout, "The request was not received in time.")) }
-        case .write(let time):
+        case .write(let time), .linger(let time):
             if now >= time { close() }
         }
     }
@@ -113,9 +119,10 @@ final class HTTPConnection: EventHandler {
             }
             let count = loop.scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, scratchSize, 0) }
             if count > 0 {
-                if case .streaming = phase {
-                    // An event-stream client has nothing to say; what it sends is dropped.
-                } else {
+                switch phase {
+                case .streaming, .lingering:
+                    break  // an event-stream client has nothing to say, a rejected one is drained
+                default:
                     input.append(contentsOf: loop.scratch[0..<count])
                 }
                 if count < scratchSize { break }
@@ -134,7 +141,7 @@ final class HTTPConnection: EventHandler {
         switch phase {
         case .reading:
             processInput()
-        case .streaming where peerClosed:
+        case .streaming where peerClosed, .lingering where peerClosed:
             close()
         case .responding where peerClosed:
             closeWhenFlushed = true
@@ -201,6 +208,7 @@ final class HTTPConnection: EventHandler {
     private func fail(_ error: HTTPParseError) {
         guard case .reading = phase else { return close() }
         phase = .responding(isHead: false, keepAlive: false, version: .http1_1)
+        lingerOnClose = true
         respond(server.responder.errorResponse(status: error.status, detail: error.detail))
     }
 
@@ -318,7 +326,17 @@ final class HTTPConnection: EventHandler {
         outputIndex = 0
         if case .write = deadline { deadline = .none }
         if closeWhenFlushed {
-            close()
+            if lingerOnClose && !peerClosed {
+                lingerOnClose = false
+                phase = .lingering
+                input = []
+                inputIndex = 0
+                deadline = .linger(monotonicMilliseconds() + 2_000)
+                shutdown(fd, Int32(SHUT_WR))
+                readAvailable()
+            } else {
+                close()
+            }
         }
     }
 
