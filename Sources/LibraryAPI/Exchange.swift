@@ -65,8 +65,17 @@ final class Exchange: Sendable {
         }
     }
 
+    /// Starts a streamed response (an event stream), recorded like any other response.
+    func openStream(_ head: HTTPResponse, onClose: @escaping @Sendable () -> Void) -> HTTPStream {
+        writer.stream(decorate(head), onClose: onClose)
+    }
+
     /// Sends `response` with the headers every response carries, and records it.
     func finish(_ response: HTTPResponse) {
+        writer.send(decorate(response))
+    }
+
+    private func decorate(_ response: HTTPResponse) -> HTTPResponse {
         var response = response
         response.headers.set("X-Request-ID", requestID)
         api.cors.decorate(&response, for: request)
@@ -79,7 +88,7 @@ final class Exchange: Sendable {
                 "duration_ms": "\(Double(Int(seconds * 100_000)) / 100)", "request_id": "\(requestID)",
             ]
         )
-        writer.send(response)
+        return response
     }
 
     /// Monotonic nanoseconds.

@@ -11,11 +11,13 @@ package final class LibraryAPI: HTTPResponder {
     let configuration: APIConfiguration
     let cors: CORS
     let logger: Logger
+    let hub: LiveHub
     /// Request counts and latencies; gauges from other layers can be added.
     package let metrics = Metrics()
 
-    package init(store: LibraryStore, configuration: APIConfiguration, logger: Logger) {
+    package init(store: LibraryStore, hub: LiveHub, configuration: APIConfiguration, logger: Logger) {
         self.store = store
+        self.hub = hub
         self.configuration = configuration
         self.cors = CORS(configuration.corsOrigin)
         self.logger = logger
@@ -71,8 +73,8 @@ package final class LibraryAPI: HTTPResponder {
         case (.book(let id), "PATCH"): try patchBook(id, exchange)
         case (.book(let id), "DELETE"): try deleteBook(id, exchange)
         case (.book(let id), _): try getBook(id, exchange)
-        case (.libraryEvents, _), (.bookEvents, _):
-            throw APIError(.notImplemented, "not-implemented", "Live updates are not available in this build yet.")
+        case (.libraryEvents(let id), _): try streamEvents(.library(id), exchange)
+        case (.bookEvents(let id), _): try streamEvents(.book(id), exchange)
         case (.health, _): health(exchange)
         case (.metrics, _): exchange.finish(metricsResponse())
         case (.openAPI, _): exchange.finish(specResponse())

@@ -38,7 +38,7 @@ let logger = Logger(label: "library-server")
 
 let store: LibraryStore
 do {
-    store = try LibraryStore(path: configuration.database)
+    store = try LibraryStore(path: configuration.database, history: configuration.history)
 } catch {
     fail("cannot open database \(configuration.database): \(error)")
 }
@@ -46,8 +46,10 @@ for migration in store.appliedMigrations {
     logger.notice("applied migration", metadata: ["migration": "\(migration.name)"])
 }
 
+let hub = LiveHub.start(store: store, heartbeatInterval: configuration.heartbeatInterval)
 let api = LibraryAPI(
     store: store,
+    hub: hub,
     configuration: APIConfiguration(apiToken: configuration.apiToken, corsOrigin: configuration.corsOrigin),
     logger: logger
 )
@@ -58,6 +60,18 @@ serverConfiguration.maxConnections = configuration.maxConnections
 let server = HTTPServer(configuration: serverConfiguration, responder: api)
 api.metrics.addGauge("library_http_open_connections", help: "Client connections open now.") {
     server.openConnections
+}
+api.metrics.addGauge("library_sse_subscribers", help: "Event-stream subscribers open now.") {
+    hub.counters.subscribers.load(ordering: .relaxed)
+}
+api.metrics.addGauge("library_sse_events_sent", help: "Events written to event streams since start.") {
+    hub.counters.events.load(ordering: .relaxed)
+}
+api.metrics.addGauge(
+    "library_sse_changes_coalesced",
+    help: "Changes folded into a pending event for a slow reader (counted when its stream ends)."
+) {
+    hub.counters.coalesced.load(ordering: .relaxed)
 }
 
 let port: Int

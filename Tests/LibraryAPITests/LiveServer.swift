@@ -16,11 +16,14 @@ final class LiveServer {
         path: String = ":memory:",
         token: String? = nil,
         cors: String? = nil,
-        busyTimeoutMilliseconds: Int32 = 5_000
+        busyTimeoutMilliseconds: Int32 = 5_000,
+        history: Int = 10_000,
+        heartbeatInterval: Double = 15
     ) throws {
-        store = try LibraryStore(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+        store = try LibraryStore(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds, history: history)
         let api = LibraryAPI(
             store: store,
+            hub: LiveHub.start(store: store, heartbeatInterval: heartbeatInterval),
             configuration: APIConfiguration(apiToken: token, corsOrigin: cors),
             logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         )

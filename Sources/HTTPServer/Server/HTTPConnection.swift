@@ -50,6 +50,9 @@ final class HTTPConnection: EventHandler {
     private var draining = false
     private var processing = false
     private var onStreamClose: (@Sendable () -> Void)?
+    private var streamProgress: StreamProgress?
+    private var streamWrites = 0
+    private var drainCallbacks: [@Sendable () -> Void] = []
 
     init(fd: Int32, id: UInt64, loop: EventLoop, server: ServerContext) {
         self.fd = fd
@@ -228,7 +231,7 @@ final class HTTPConnection: EventHandler {
         if case .reading = phase, !hasPendingOutput { processInput() }
     }
 
-    func startStream(_ head: HTTPResponse, onClose: @escaping @Sendable () -> Void) {
+    func startStream(_ head: HTTPResponse, progress: StreamProgress, onClose: @escaping @Sendable () -> Void) {
         guard case .responding(_, _, let version) = phase else { return onClose() }
         let chunked = version == .http1_1
         var head = head
@@ -236,11 +239,13 @@ final class HTTPConnection: EventHandler {
         writeHead(head, version: version, keepAlive: chunked && !draining, contentLength: nil)
         phase = .streaming(chunked: chunked)
         onStreamClose = onClose
+        streamProgress = progress
         flush()
         if draining { finishStream() }
     }
 
     func writeStream(_ bytes: [UInt8]) {
+        streamWrites += 1
         guard case .streaming(let chunked) = phase, !closeWhenFlushed, !bytes.isEmpty else { return }
         if hasPendingOutput && output.count - outputIndex > server.configuration.maxStreamBacklog {
             return close()  // the client stopped reading; it can reconnect and resume
@@ -256,6 +261,11 @@ final class HTTPConnection: EventHandler {
             output.append(10)
         }
         flush()
+    }
+
+    func whenStreamDrained(_ callback: @escaping @Sendable () -> Void) {
+        guard case .streaming = phase else { return }
+        if hasPendingOutput { drainCallbacks.append(callback) } else { callback() }
     }
 
     func finishStream() {
@@ -325,6 +335,14 @@ final class HTTPConnection: EventHandler {
         output.removeAll(keepingCapacity: output.capacity <= 64 * 1024)
         outputIndex = 0
         if case .write = deadline { deadline = .none }
+        if let streamProgress {
+            streamProgress.sent.store(streamWrites, ordering: .relaxed)
+            if !drainCallbacks.isEmpty {
+                let callbacks = drainCallbacks
+                drainCallbacks = []
+                callbacks.forEach { $0() }
+            }
+        }
         if closeWhenFlushed {
             if lingerOnClose && !peerClosed {
                 lingerOnClose = false
@@ -348,6 +366,7 @@ final class HTTPConnection: EventHandler {
         server.connectionClosed()
         input = []
         output = []
+        drainCallbacks = []
         if let onStreamClose {
             self.onStreamClose = nil
             onStreamClose()

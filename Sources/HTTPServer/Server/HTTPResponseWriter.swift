@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Sends the response to one request; a handle that may cross threads.
 ///
 /// It names the connection by descriptor and a unique id, so a response that arrives after the
@@ -23,12 +25,13 @@ package struct HTTPResponseWriter: Sendable {
     /// went away, the stream was finished, or the server is stopping.
     package func stream(_ head: HTTPResponse, onClose: @escaping @Sendable () -> Void) -> HTTPStream {
         let (loop, fd, id) = (loop, fd, connectionID)
+        let progress = StreamProgress()
         let start: @Sendable () -> Void = {
             guard let connection = loop.connection(fd, id) else { return onClose() }
-            connection.startStream(head, onClose: onClose)
+            connection.startStream(head, progress: progress, onClose: onClose)
         }
         if loop.isCurrent { start() } else { loop.execute(start) }
-        return HTTPStream(loop: loop, fd: fd, connectionID: id)
+        return HTTPStream(loop: loop, fd: fd, connectionID: id, progress: progress)
     }
 }
 
@@ -37,10 +40,24 @@ package struct HTTPStream: Sendable {
     let loop: EventLoop
     let fd: Int32
     let connectionID: UInt64
+    let progress: StreamProgress
 
     /// Appends bytes to the stream; dropped silently once the stream has ended.
     package func write(_ bytes: [UInt8]) {
+        progress.posted.add(1, ordering: .relaxed)
         run { $0.writeStream(bytes) }
+    }
+
+    /// Whether every write so far has been handed to the kernel: a write now goes out at once.
+    /// Producers use it to hold back (and coalesce) instead of queueing for a slow reader.
+    package var isDrained: Bool {
+        progress.sent.load(ordering: .relaxed) == progress.posted.load(ordering: .relaxed)
+    }
+
+    /// Calls `callback` on the loop thread once what is queued has been sent (at once if it has).
+    /// Never called if the stream ends first.
+    package func whenDrained(_ callback: @escaping @Sendable () -> Void) {
+        run { $0.whenStreamDrained(callback) }
     }
 
     /// Ends the stream and closes the connection once everything written has been sent.
@@ -64,4 +81,10 @@ extension EventLoop {
         guard let connection = handler(for: fd) as? HTTPConnection, connection.id == id else { return nil }
         return connection
     }
+}
+
+/// How far a stream's writes have got: counted by the producer when posted, by the loop once sent.
+final class StreamProgress: Sendable {
+    let posted = Atomic<Int>(0)
+    let sent = Atomic<Int>(0)
 }

@@ -1,3 +1,5 @@
+import LibraryDomain
+
 /// The fields a client asked for with `?fields=`; `id` is always included.
 struct FieldSelection<Field: RawRepresentable & CaseIterable & Hashable & Sendable>: Sendable
 where Field.RawValue == String {
@@ -29,14 +31,4 @@ where Field.RawValue == String {
     }
 
     func contains(_ field: Field) -> Bool { selected?.contains(field) ?? true }
-}
-
-/// The fields of a library's representation, in the order they are written.
-enum LibraryField: String, CaseIterable, Sendable {
-    case id, name, address, bookCount, version, createdAt, updatedAt
-}
-
-/// The fields of a book's representation, in the order they are written.
-enum BookField: String, CaseIterable, Sendable {
-    case id, libraryId, title, author, isbn, publishedYear, available, version, createdAt, updatedAt
 }

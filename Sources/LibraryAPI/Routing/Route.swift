@@ -77,7 +77,8 @@ enum Route: Sendable, Equatable {
         switch self {
         case .libraries, .books, .libraryBooks: ["GET", "HEAD", "POST", "OPTIONS"]
         case .library, .book: ["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"]
-        case .libraryEvents, .bookEvents, .health, .metrics, .openAPI: ["GET", "HEAD", "OPTIONS"]
+        case .libraryEvents, .bookEvents: ["GET", "OPTIONS"]
+        case .health, .metrics, .openAPI: ["GET", "HEAD", "OPTIONS"]
         }
     }
 }

@@ -1,4 +1,5 @@
 import SQLite
+import Synchronization
 
 /// Libraries and books in SQLite: reads on a pool of reader connections, writes serialized on the
 /// one writer, each write a single transaction.
@@ -9,11 +10,17 @@ package final class LibraryStore: Sendable {
     private let pool: DatabasePool
     /// The migrations applied when the store opened (empty when the schema was current).
     package let appliedMigrations: [Migration]
+    /// How many changes the change log keeps at least, for resuming event streams.
+    package let history: Int
+    private let commitObserver = Mutex<(@Sendable (CommittedChange) -> Void)?>(nil)
 
     /// Opens the database at `path` (`:memory:` keeps nothing) and brings its schema up to date.
     /// A write that finds the database locked waits up to `busyTimeoutMilliseconds`, then fails
     /// as unavailable.
-    package init(path: String, readerCount: Int = 4, busyTimeoutMilliseconds: Int32 = 5_000) throws {
+    package init(path: String, readerCount: Int = 4, busyTimeoutMilliseconds: Int32 = 5_000, history: Int = 10_000)
+        throws
+    {
+        self.history = history
         let migrator = try LibraryMigrations.migrator()
         var applied: [Migration] = []
         pool = try DatabasePool(path: path, readerCount: readerCount, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
@@ -34,6 +41,22 @@ package final class LibraryStore: Sendable {
         }
     }
 
+    /// Runs `work` with a reader and waits for it (start-up and tests).
+    package func readAndWait<T: Sendable>(_ work: @escaping @Sendable (LibraryReader) throws -> T) throws(StoreError)
+        -> T
+    {
+        do {
+            return try pool.writeAndWait { connection in try work(LibraryReader(connection: connection)) }
+        } catch {
+            throw StoreError(error)
+        }
+    }
+
+    /// Sets what is told of every committed change, in commit order, on the writer's thread.
+    package func observeCommits(_ observer: @escaping @Sendable (CommittedChange) -> Void) {
+        commitObserver.withLock { $0 = observer }
+    }
+
     /// Runs `work` in one write transaction and passes its result to `completion` once committed
     /// (or rolled back, when `work` throws).
     package func write<T: Sendable>(
@@ -41,10 +64,7 @@ package final class LibraryStore: Sendable {
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         pool.write { connection in
-            let result = Result {
-                try connection.transaction { try work(LibraryWriter(connection: connection)) }
-            }
-            completion(result.mapError(StoreError.init))
+            completion(Result { try self.commit(work, on: connection) }.mapError(StoreError.init))
         }
     }
 
@@ -53,12 +73,29 @@ package final class LibraryStore: Sendable {
         -> T
     {
         do {
-            return try pool.writeAndWait { connection in
-                try connection.transaction { try work(LibraryWriter(connection: connection)) }
-            }
+            return try pool.writeAndWait { connection in try self.commit(work, on: connection) }
         } catch {
             throw StoreError(error)
         }
+    }
+
+    /// One transaction: the work, then its entry in the change log. The observer hears of it after
+    /// the commit, in commit order (this runs on the single writer queue).
+    private func commit<T>(_ work: (LibraryWriter) throws -> T, on connection: Connection) throws -> T {
+        let writer = LibraryWriter(connection: connection)
+        var change: CommittedChange?
+        let result = try connection.transaction {
+            let result = try work(writer)
+            if !writer.items.isEmpty {
+                let seq = try ChangeLog.append(writer.items, history: history, to: connection)
+                change = CommittedChange(seq: seq, items: writer.items)
+            }
+            return result
+        }
+        if let change, let observer = commitObserver.withLock({ $0 }) {
+            observer(change)
+        }
+        return result
     }
 
     /// Finishes queued work, checkpoints and closes the database.

@@ -4,8 +4,15 @@ import SQLite
 ///
 /// Each method checks existence (404), then `If-Match` (412), then the values (422), and writes
 /// nothing when the new values equal the stored ones, so `version` counts real changes only.
-package struct LibraryWriter {
+/// Every resource it changes is noted as a `ChangeItem`, for the change log and the live models.
+package final class LibraryWriter {
     let connection: Connection
+    private(set) var items: [ChangeItem] = []
+    private var itemIndex: [String: Int] = [:]
+
+    init(connection: Connection) {
+        self.connection = connection
+    }
 
     /// Reads within the same transaction.
     package var reader: LibraryReader { LibraryReader(connection: connection) }
@@ -13,14 +20,17 @@ package struct LibraryWriter {
     package func createLibrary(_ draft: LibraryDraft) throws -> LibraryRecord {
         try Self.check(draft.validate())
         let now = Timestamp.now()
-        return try connection.statement(
+        let library = try connection.statement(
             """
             INSERT INTO libraries (id, name, address, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
             RETURNING \(LibraryReader.libraryColumns)
             """
         ).first(
             [.text(Identifier.make()), .text(draft.name), .optional(draft.address), .text(now), .text(now)],
-            LibraryReader.library)!
+            LibraryReader.library
+        )!
+        note(.library(library, fields: library.changedFields(from: nil), deleted: false))
+        return library
     }
 
     /// Replaces the writable fields with `change(current)`.
@@ -33,22 +43,32 @@ package struct LibraryWriter {
         let draft = change(current.draft)
         try Self.check(draft.validate())
         guard draft != current.draft else { return current }
-        return try connection.statement(
+        let library = try connection.statement(
             """
             UPDATE libraries SET name = ?, address = ?, version = version + 1, updated_at = ? WHERE id = ?
             RETURNING \(LibraryReader.libraryColumns)
             """
         ).first(
-            [.text(draft.name), .optional(draft.address), .text(Timestamp.now()), .text(id)], LibraryReader.library)!
+            [.text(draft.name), .optional(draft.address), .text(Timestamp.now()), .text(id)],
+            LibraryReader.library
+        )!
+        note(.library(library, fields: library.changedFields(from: current), deleted: false))
+        return library
     }
 
     /// Deletes a library and its books; returns the library as it was and its books' ids.
     package func deleteLibrary(id: String, if precondition: Precondition) throws -> (LibraryRecord, bookIDs: [String]) {
         let current = try existing(reader.library(id: id), precondition, version: \.version)
-        let bookIDs = try connection.statement("SELECT id FROM books WHERE library_id = ? ORDER BY seq")
-            .map([.text(id)]) { $0.text(0) }
+        let books = try connection.statement(
+            "SELECT \(LibraryReader.bookColumns) FROM books WHERE library_id = ? ORDER BY seq"
+        )
+        .map([.text(id)], LibraryReader.book)
         try connection.statement("DELETE FROM libraries WHERE id = ?").run([.text(id)])
-        return (current, bookIDs)
+        for book in books {
+            note(.book(book, fields: [], previousLibraryID: book.libraryId, deleted: true))
+        }
+        note(.library(current, fields: [], deleted: true))
+        return (current, books.map(\.id))
     }
 
     package func createBook(_ draft: BookDraft) throws -> BookRecord {
@@ -69,6 +89,7 @@ package struct LibraryWriter {
             LibraryReader.book
         )!
         try adjustBookCount(of: draft.libraryId, by: 1, at: now)
+        note(.book(book, fields: book.changedFields(from: nil), previousLibraryID: nil, deleted: false))
         return book
     }
 
@@ -86,7 +107,7 @@ package struct LibraryWriter {
             try adjustBookCount(of: current.libraryId, by: -1, at: now)
             try adjustBookCount(of: draft.libraryId, by: 1, at: now)
         }
-        return try connection.statement(
+        let book = try connection.statement(
             """
             UPDATE books SET library_id = ?, title = ?, author = ?, isbn = ?, published_year = ?, available = ?,
                 version = version + 1, updated_at = ?
@@ -100,6 +121,10 @@ package struct LibraryWriter {
             ],
             LibraryReader.book
         )!
+        note(
+            .book(book, fields: book.changedFields(from: current), previousLibraryID: current.libraryId, deleted: false)
+        )
+        return book
     }
 
     /// Deletes a book; returns it as it was.
@@ -107,6 +132,7 @@ package struct LibraryWriter {
         let current = try existing(reader.book(id: id), precondition, version: \.version)
         try connection.statement("DELETE FROM books WHERE id = ?").run([.text(id)])
         try adjustBookCount(of: current.libraryId, by: -1, at: Timestamp.now())
+        note(.book(current, fields: [], previousLibraryID: current.libraryId, deleted: true))
         return current
     }
 
@@ -124,9 +150,24 @@ package struct LibraryWriter {
 
     /// A book joining or leaving changes the library's `bookCount`, which is a change of the library.
     private func adjustBookCount(of libraryID: String, by delta: Int, at now: String) throws {
-        try connection.statement(
-            "UPDATE libraries SET book_count = book_count + ?, version = version + 1, updated_at = ? WHERE id = ?"
-        ).run([.int(delta), .text(now), .text(libraryID)])
+        let library = try connection.statement(
+            """
+            UPDATE libraries SET book_count = book_count + ?, version = version + 1, updated_at = ? WHERE id = ?
+            RETURNING \(LibraryReader.libraryColumns)
+            """
+        ).first([.int(delta), .text(now), .text(libraryID)], LibraryReader.library)
+        if let library {
+            note(.library(library, fields: [.bookCount, .version, .updatedAt], deleted: false))
+        }
+    }
+
+    private func note(_ item: ChangeItem) {
+        if let index = itemIndex[item.key] {
+            items[index] = items[index].merged(with: item)
+        } else {
+            itemIndex[item.key] = items.count
+            items.append(item)
+        }
     }
 
     private static func check(_ errors: [FieldError]) throws {

@@ -1,0 +1,49 @@
+/// What one committed write did, resource by resource: the unit the change log records and the
+/// live models apply, identified by its `seq` (the event id).
+package struct CommittedChange: Sendable {
+    package let seq: Int
+    package let items: [ChangeItem]
+}
+
+/// One resource touched by a write: its state afterwards and the names of the fields it set.
+package enum ChangeItem: Sendable {
+    /// `deleted` carries the last state of a deleted library.
+    case library(LibraryRecord, fields: Set<LibraryField>, deleted: Bool)
+    /// `previousLibraryID` is where the book was before (nil when created by this write).
+    case book(BookRecord, fields: Set<BookField>, previousLibraryID: String?, deleted: Bool)
+
+    var key: String {
+        switch self {
+        case .library(let library, _, _): "library:" + library.id
+        case .book(let book, _, _, _): "book:" + book.id
+        }
+    }
+
+    /// This item followed by `later`, a later change of the same resource in the same write.
+    func merged(with later: ChangeItem) -> ChangeItem {
+        switch (self, later) {
+        case (.library(_, let a, _), .library(let library, let b, let deleted)):
+            .library(library, fields: a.union(b), deleted: deleted)
+        case (.book(_, let a, let previous, _), .book(let book, let b, _, let deleted)):
+            .book(book, fields: a.union(b), previousLibraryID: previous, deleted: deleted)
+        default:
+            later
+        }
+    }
+}
+
+extension LibraryRecord {
+    /// The fields whose values differ from `old`; every field when there is no `old`.
+    func changedFields(from old: LibraryRecord?) -> Set<LibraryField> {
+        guard let old else { return Set(LibraryField.allCases) }
+        return Set(LibraryField.allCases.filter { value(of: $0) != old.value(of: $0) })
+    }
+}
+
+extension BookRecord {
+    /// The fields whose values differ from `old`; every field when there is no `old`.
+    func changedFields(from old: BookRecord?) -> Set<BookField> {
+        guard let old else { return Set(BookField.allCases) }
+        return Set(BookField.allCases.filter { value(of: $0) != old.value(of: $0) })
+    }
+}
