@@ -8,6 +8,7 @@ import TestSupport
 /// The real API on 127.0.0.1 and a free port, over a fresh store.
 final class LiveServer {
     let store: LibraryStore
+    let hub: LiveHub
     let server: HTTPServer
     let port: Int
     private var stopped = false
@@ -21,9 +22,10 @@ final class LiveServer {
         heartbeatInterval: Double = 15
     ) throws {
         store = try LibraryStore(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds, history: history)
+        hub = LiveHub.start(store: store, heartbeatInterval: heartbeatInterval)
         let api = LibraryAPI(
             store: store,
-            hub: LiveHub.start(store: store, heartbeatInterval: heartbeatInterval),
+            hub: hub,
             configuration: APIConfiguration(apiToken: token, corsOrigin: cors),
             logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         )
@@ -37,6 +39,14 @@ final class LiveServer {
     deinit { stop() }
 
     func connect() throws -> TestConnection { try TestConnection(port: port) }
+
+    /// Opens an event stream.
+    func events(_ path: String, headers: [String: String] = [:]) throws -> EventStreamClient {
+        try EventStreamClient(port: port, path: path, headers: headers)
+    }
+
+    /// Live subscribers now.
+    var subscribers: Int { hub.counters.subscribers.load(ordering: .relaxed) }
 
     /// One request on a new connection.
     func request(

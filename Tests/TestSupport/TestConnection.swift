@@ -54,7 +54,12 @@ package final class TestConnection {
     deinit { close(fd) }
 
     private func setTimeout(_ seconds: Int) {
-        var time = timeval(tv_sec: seconds, tv_usec: 0)
+        setTimeout(milliseconds: seconds * 1000)
+    }
+
+    /// How long a read waits before failing with a time-out.
+    package func setTimeout(milliseconds: Int) {
+        var time = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
     }
 
@@ -107,6 +112,20 @@ package final class TestConnection {
         let bytes = Array(buffer[0..<count])
         buffer.removeFirst(count)
         return bytes
+    }
+
+    /// Reads a status line and headers only.
+    package func readHead() throws -> TestResponse {
+        guard let statusLine = try readLine() else { throw TestError("connection closed before a response") }
+        let parts = statusLine.split(separator: " ", maxSplits: 2)
+        guard parts.count >= 2, let status = Int(parts[1]) else { throw TestError("bad status line: \(statusLine)") }
+        var headers: [(String, String)] = []
+        while let line = try readLine(), !line.isEmpty {
+            let pair = line.split(separator: ":", maxSplits: 1)
+            headers.append(
+                (String(pair[0]), String(pair.count > 1 ? pair[1] : "").trimmingCharacters(in: .whitespaces)))
+        }
+        return TestResponse(status: status, headers: headers, body: [])
     }
 
     /// Reads one response. `head` says the request was HEAD (no body follows).

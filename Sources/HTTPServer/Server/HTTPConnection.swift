@@ -238,6 +238,10 @@ final class HTTPConnection: EventHandler {
         if chunked { head.headers.set("Transfer-Encoding", "chunked") }
         writeHead(head, version: version, keepAlive: chunked && !draining, contentLength: nil)
         phase = .streaming(chunked: chunked)
+        // A small kernel buffer per stream bounds the kernel memory of many idle subscribers, and
+        // makes a slow reader visible soon, so the producer coalesces instead of queueing.
+        var bufferSize = Int32(server.configuration.streamSendBuffer)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufferSize, socklen_t(MemoryLayout<Int32>.size))
         onStreamClose = onClose
         streamProgress = progress
         flush()

@@ -48,10 +48,10 @@ package struct HTTPStream: Sendable {
         run { $0.writeStream(bytes) }
     }
 
-    /// Whether every write so far has been handed to the kernel: a write now goes out at once.
-    /// Producers use it to hold back (and coalesce) instead of queueing for a slow reader.
-    package var isDrained: Bool {
-        progress.sent.load(ordering: .relaxed) == progress.posted.load(ordering: .relaxed)
+    /// Writes not yet handed to the kernel. Producers hold back (and coalesce) when it grows,
+    /// instead of queueing without bound for a slow reader.
+    package var backlog: Int {
+        progress.posted.load(ordering: .relaxed) - progress.sent.load(ordering: .relaxed)
     }
 
     /// Calls `callback` on the loop thread once what is queued has been sent (at once if it has).

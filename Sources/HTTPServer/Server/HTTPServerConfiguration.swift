@@ -15,6 +15,8 @@ package struct HTTPServerConfiguration: Sendable {
     package var writeTimeout: UInt64 = 30_000
     /// Unsent bytes an open stream may pile up before the connection is dropped as a slow reader.
     package var maxStreamBacklog = 1024 * 1024
+    /// The kernel send buffer of a streamed response (the kernel doubles it).
+    package var streamSendBuffer = 16 * 1024
     package var limits = HTTPParserLimits()
 
     package init() {}

@@ -91,7 +91,10 @@ struct EventStreamSink: LiveEventSink {
     let stream: HTTPStream
     let counters: LiveCounters
 
-    var isReady: Bool { stream.isDrained }
+    /// Events may queue up to this many writes deep before further changes are coalesced.
+    static let maxBacklog = 32
+
+    var isReady: Bool { stream.backlog < Self.maxBacklog }
 
     func send(_ event: LiveEvent) {
         stream.write(EventEncoding.encode(event))

@@ -99,7 +99,7 @@ package struct LiveEvent: Sendable {
 
 /// Where a subscriber's events go: the API layer's event stream.
 package protocol LiveEventSink: Sendable {
-    /// Whether everything sent so far has left the server, so an event sent now goes out at once.
+    /// Whether the connection keeps up, so an event sent now does not pile up behind others.
     var isReady: Bool { get }
     func send(_ event: LiveEvent)
     /// Calls `callback` once the connection has sent what is queued (at once if it has).

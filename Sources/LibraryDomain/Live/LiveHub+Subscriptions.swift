@@ -141,7 +141,7 @@ extension LiveHub {
         let held = subscriber.held ?? []
         subscriber.held = nil
         for change in changes {
-            subscriber.deliver(Self.event(for: change, subscriber.request))
+            subscriber.deliver(Self.event(for: change, subscriber.request), coalescing: false)
         }
         for event in held { subscriber.deliver(event) }
     }

@@ -22,14 +22,17 @@ package final class Subscriber {
         self.sink = sink
     }
 
-    /// Sends `event` now if the connection is idle, else folds it into the pending event.
-    func deliver(_ event: LiveEvent) {
+    /// Sends `event` now if the connection keeps up, else folds it into the pending event.
+    /// A replay is sent whole (`coalescing: false`): every missed change, in order.
+    func deliver(_ event: LiveEvent, coalescing: Bool = true) {
         guard !finished, !event.isEmptyChange else { return }
         if held != nil {
             held!.append(event)
             return
         }
-        if event.kind != .change {
+        if event.kind != .change || !coalescing {
+            // A snapshot or delete supersedes a pending change; an uncoalesced change follows it.
+            if event.kind == .change, let earlier = pending { sink.send(earlier) }
             pending = nil
             sink.send(event)
             if event.kind == .delete { finish() }

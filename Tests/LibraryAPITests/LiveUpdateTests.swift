@@ -1,0 +1,215 @@
+import Foundation
+import Glibc
+import TestSupport
+import Testing
+
+@Suite struct LiveUpdateTests {
+    let live = try! LiveServer()
+
+    func patch(_ path: String, _ body: String) throws {
+        let response = try live.request("PATCH", path, body: body)
+        #expect(response.status == 200, "\(response.text)")
+    }
+
+    @Test func bookStream_SendsSnapshotThenOnlyRequestedChangedFields() throws {
+        let book = try live.createBook(in: try live.createLibrary())
+        let stream = try live.events("/books/\(book)/events?fields=title,author")
+        #expect(stream.head.status == 200)
+        #expect(stream.head.header("content-type") == "text/event-stream")
+        #expect(stream.head.header("cache-control") == "no-store")
+        let snapshot = try #require(try stream.next())
+        #expect(snapshot.event == "snapshot")
+        #expect(Set(snapshot.json.keys) == ["id", "title", "author"])
+
+        try patch("/books/\(book)", #"{"available":false,"isbn":"0-306-40615-2"}"#)  // no requested field
+        try patch("/books/\(book)", #"{"title":"Dune Messiah","author":"Herbert","publishedYear":1969}"#)
+        let change = try #require(try stream.next())
+        #expect(change.event == "change")
+        #expect(change.json["title"] as? String == "Dune Messiah")
+        #expect(change.json["author"] as? String == "Herbert")
+        #expect(Set(change.json.keys) == ["id", "title", "author"], "one event, only requested fields")
+        #expect(Int(change.id ?? "") ?? 0 > Int(snapshot.id ?? "") ?? 0)
+        #expect(stream.drain().isEmpty)
+    }
+
+    @Test func bookStream_TracksOptionalFieldsAndEndsOnDelete() throws {
+        let book = try live.createBook(in: try live.createLibrary())
+        let stream = try live.events("/books/\(book)/events?fields=isbn,publishedYear")
+        _ = try stream.next()
+        try patch("/books/\(book)", #"{"isbn":"0-306-40615-2"}"#)
+        #expect(try stream.next()?.json["isbn"] as? String == "0-306-40615-2")
+        try patch("/books/\(book)", #"{"isbn":null}"#)
+        #expect(try stream.next()?.json["isbn"] is NSNull)
+        #expect(try live.request("DELETE", "/books/\(book)").status == 204)
+        let deleted = try #require(try stream.next())
+        #expect(deleted.event == "delete")
+        #expect(Set(deleted.json.keys) == ["id"])
+        #expect(try stream.next() == nil, "the stream ends after delete")
+    }
+
+    @Test func libraryStream_ReportsMembershipCountAndNestedFields() throws {
+        let library = try live.createLibrary("A")
+        let other = try live.createLibrary("B")
+        let first = try live.createBook(in: library, title: "One")
+        let stream = try live.events("/libraries/\(library)/events?fields=name,bookCount,books.title")
+        let snapshot = try #require(try stream.next())
+        #expect(snapshot.json["bookCount"] as? Int == 1)
+        #expect((snapshot.json["books"] as? [[String: Any]])?.first?["title"] as? String == "One")
+        #expect(Set(((snapshot.json["books"] as? [[String: Any]])?.first ?? [:]).keys) == ["id", "title"])
+
+        let second = try live.createBook(in: library, title: "Two")
+        let added = try #require(try stream.next())
+        #expect(added.json["bookCount"] as? Int == 2)
+        let addedBooks = (added.json["books"] as? [String: Any])?["added"] as? [[String: Any]]
+        #expect(addedBooks?.first?["id"] as? String == second)
+        #expect(addedBooks?.first?["title"] as? String == "Two")
+
+        try patch("/books/\(first)", #"{"title":"Uno","author":"ignored by this subscriber"}"#)
+        let changed = try #require(try stream.next())
+        #expect(Set(changed.json.keys) == ["id", "books"])
+        let changedBooks = (changed.json["books"] as? [String: Any])?["changed"] as? [[String: Any]]
+        #expect(changedBooks?.first?["title"] as? String == "Uno")
+        #expect(changedBooks?.first?["author"] == nil)
+
+        try patch("/books/\(first)", #"{"libraryId":"\#(other)"}"#)  // moved away
+        let moved = try #require(try stream.next())
+        #expect(moved.json["bookCount"] as? Int == 1)
+        #expect((moved.json["books"] as? [String: Any])?["removed"] as? [String] == [first])
+
+        #expect(try live.request("DELETE", "/books/\(second)").status == 204)
+        let removed = try #require(try stream.next())
+        #expect((removed.json["books"] as? [String: Any])?["removed"] as? [String] == [second])
+        #expect(removed.json["bookCount"] as? Int == 0)
+
+        try patch("/libraries/\(library)", #"{"address":"not requested"}"#)
+        try patch("/libraries/\(library)", #"{"name":"A2"}"#)
+        let renamed = try #require(try stream.next())
+        #expect(Set(renamed.json.keys) == ["id", "name"])
+
+        #expect(try live.request("DELETE", "/libraries/\(library)").status == 204)
+        #expect(try stream.next()?.event == "delete")
+        #expect(try stream.next() == nil)
+    }
+
+    @Test func libraryStream_WithoutFieldsSendsEverythingAndMembersAsIds() throws {
+        let library = try live.createLibrary()
+        let book = try live.createBook(in: library)
+        let stream = try live.events("/libraries/\(library)/events")
+        let snapshot = try #require(try stream.next())
+        #expect(
+            Set(snapshot.json.keys) == [
+                "id", "name", "address", "bookCount", "version", "createdAt", "updatedAt", "books",
+            ])
+        #expect((snapshot.json["books"] as? [[String: Any]])?.map { Set($0.keys) } == [["id"]])
+        #expect((snapshot.json["books"] as? [[String: Any]])?.first?["id"] as? String == book)
+    }
+
+    @Test func streams_RejectUnknownIdsAndFieldsBeforeStreaming() throws {
+        let missing = try live.events("/books/\(UUID().uuidString.lowercased())/events")
+        #expect(missing.head.status == 404)
+        #expect(missing.head.header("content-type") == "application/problem+json")
+        let library = try live.createLibrary()
+        #expect(try live.events("/libraries/\(library)/events?fields=name,books.colour").head.status == 400)
+        #expect(try live.events("/libraries/\(library)/events", headers: ["Last-Event-ID": "abc"]).head.status == 400)
+        #expect(try live.events("/libraries/not-an-id/events").head.status == 400)
+    }
+
+    @Test func resume_ReplaysExactlyTheMissedChanges() throws {
+        let book = try live.createBook(in: try live.createLibrary())
+        var stream: EventStreamClient? = try live.events("/books/\(book)/events?fields=title")
+        let snapshot = try #require(try stream?.next())
+        stream = nil  // the client goes away
+        try patch("/books/\(book)", #"{"title":"Two"}"#)
+        try patch("/books/\(book)", #"{"author":"not requested"}"#)
+        try patch("/books/\(book)", #"{"title":"Three"}"#)
+        let resumed = try live.events(
+            "/books/\(book)/events?fields=title", headers: ["Last-Event-ID": snapshot.id ?? ""])
+        let replayed = resumed.drain()
+        #expect(replayed.map(\.event) == ["change", "change"])
+        #expect(replayed.map { $0.json["title"] as? String } == ["Two", "Three"])
+        let ids = replayed.compactMap { Int($0.id ?? "") }
+        #expect(ids == ids.sorted() && ids.first! > Int(snapshot.id!)!)
+        try patch("/books/\(book)", #"{"title":"Four"}"#)
+        #expect(try resumed.next()?.json["title"] as? String == "Four", "then live")
+
+        let viaQuery = try live.events("/books/\(book)/events?fields=title&lastEventId=\(ids.last!)")
+        let afterLast = viaQuery.drain()
+        #expect(afterLast.map { $0.json["title"] as? String } == ["Four"])
+    }
+
+    @Test func resume_OfALibraryReplaysMembership() throws {
+        let library = try live.createLibrary()
+        var stream: EventStreamClient? = try live.events("/libraries/\(library)/events?fields=bookCount,books.title")
+        let snapshot = try #require(try stream?.next())
+        stream = nil
+        let book = try live.createBook(in: library, title: "New")
+        try patch("/books/\(book)", #"{"title":"Newer"}"#)
+        let resumed = try live.events(
+            "/libraries/\(library)/events?fields=bookCount,books.title", headers: ["Last-Event-ID": snapshot.id!])
+        let events = resumed.drain()
+        #expect(events.count == 2)
+        #expect(events.first?.json["bookCount"] as? Int == 1)
+        #expect(
+            ((events.first?.json["books"] as? [String: Any])?["added"] as? [[String: Any]])?.first?["title"] as? String
+                == "New")
+        #expect(
+            ((events.last?.json["books"] as? [String: Any])?["changed"] as? [[String: Any]])?.first?["title"] as? String
+                == "Newer")
+    }
+
+    @Test func resume_PastTheKeptHistoryGetsASnapshot() throws {
+        let live = try LiveServer(history: 2)
+        let book = try live.createBook(in: try live.createLibrary())
+        let first = try #require(try live.events("/books/\(book)/events?fields=title").next())
+        for index in 0..<5 { _ = try live.request("PATCH", "/books/\(book)", body: #"{"title":"t\#(index)"}"#) }
+        let resumed = try live.events("/books/\(book)/events?fields=title", headers: ["Last-Event-ID": first.id!])
+        let event = try #require(try resumed.next())
+        #expect(event.event == "snapshot")
+        #expect(event.json["title"] as? String == "t4")
+    }
+
+    @Test func idleStreams_GetKeepAliveComments() throws {
+        let live = try LiveServer(heartbeatInterval: 0.2)
+        let book = try live.createBook(in: try live.createLibrary())
+        let stream = try live.events("/books/\(book)/events")
+        _ = try stream.next()
+        _ = stream.drain(quiet: 800)
+        #expect(stream.comments.contains("keep-alive"))
+    }
+
+    @Test func disconnect_FreesTheSubscription() throws {
+        let book = try live.createBook(in: try live.createLibrary())
+        var stream: EventStreamClient? = try live.events("/books/\(book)/events")
+        _ = try stream?.next()
+        #expect(live.subscribers == 1)
+        stream = nil
+        var waited = 0
+        while live.subscribers > 0 && waited < 100 {
+            usleep(20_000)
+            waited += 1
+        }
+        #expect(live.subscribers == 0)
+    }
+
+    @Test func stalledReader_CoalescesWhileOthersKeepUp() throws {
+        let book = try live.createBook(in: try live.createLibrary())
+        let stalled = try live.events("/books/\(book)/events?fields=title")
+        var size: Int32 = 4096
+        setsockopt(stalled.connection.fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        _ = try stalled.next()
+        let prompt = try live.events("/books/\(book)/events?fields=title")
+        _ = try prompt.next()
+        let padding = String(repeating: "x", count: 450)
+        for index in 0..<300 {
+            _ = try live.request("PATCH", "/books/\(book)", body: #"{"title":"\#(index) \#(padding)"}"#)
+            if index % 50 == 49 {
+                // The reading subscriber is never held up by the stalled one.
+                let latest = prompt.drain(quiet: 100).last
+                #expect(latest?.json["title"] as? String == "\(index) \(padding)")
+            }
+        }
+        let received = stalled.drain(quiet: 2000)
+        #expect(received.count < 300, "pending changes were coalesced")
+        #expect(received.last?.json["title"] as? String == "299 \(padding)", "latest value wins")
+    }
+}

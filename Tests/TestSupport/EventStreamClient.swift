@@ -1,0 +1,96 @@
+import Foundation
+
+/// One server-sent event as a client sees it.
+package struct ReceivedEvent: Sendable {
+    package var event = "message"
+    package var id: String?
+    package var data = ""
+
+    /// The data parsed as a JSON object.
+    package var json: [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(data.utf8))) as? [String: Any] ?? [:]
+    }
+}
+
+/// Reads an event stream (chunked `text/event-stream`) the way `EventSource` does.
+package final class EventStreamClient {
+    package let connection: TestConnection
+    package let head: TestResponse
+    private var text = ""
+    /// Comment lines seen so far (without the colon).
+    package private(set) var comments: [String] = []
+    /// Whether the server ended the stream.
+    package private(set) var ended = false
+
+    /// Opens `GET path` with the given headers on a new connection to `port`.
+    package init(port: Int, path: String, headers: [String: String] = [:]) throws {
+        connection = try TestConnection(port: port)
+        var request = "GET \(path) HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n"
+        for (name, value) in headers { request += "\(name): \(value)\r\n" }
+        try connection.send(request + "\r\n")
+        head = try connection.readHead()
+        if head.status != 200 {
+            if let length = head.header("content-length").flatMap(Int.init) {
+                _ = try connection.read(count: length)
+            }
+        }
+    }
+
+    /// The next event; nil when the stream ended. Throws when none arrives within `timeout` ms.
+    package func next(timeout: Int = 5000) throws -> ReceivedEvent? {
+        let deadline = Date().addingTimeInterval(Double(timeout) / 1000)
+        while true {
+            if let event = takeEvent() { return event }
+            guard !ended else { return nil }
+            let remaining = Int(deadline.timeIntervalSinceNow * 1000)
+            guard remaining > 0 else { throw TestError("no event within \(timeout) ms") }
+            connection.setTimeout(milliseconds: remaining)
+            guard let sizeLine = try connection.readLine(), let size = Int(sizeLine, radix: 16) else {
+                ended = true
+                continue
+            }
+            if size == 0 {
+                _ = try connection.readLine()
+                ended = true
+                continue
+            }
+            text += String(decoding: try connection.read(count: size), as: UTF8.self)
+            _ = try connection.readLine()
+        }
+    }
+
+    /// Events until none arrives for `quiet` ms (or the stream ends).
+    package func drain(quiet: Int = 300) -> [ReceivedEvent] {
+        var events: [ReceivedEvent] = []
+        while let event = try? next(timeout: quiet) { events.append(event) }
+        return events
+    }
+
+    /// Parses one complete event (blank-line terminated) from the buffer, skipping blocks with no data.
+    private func takeEvent() -> ReceivedEvent? {
+        while let range = text.range(of: "\n\n") {
+            let block = text[..<range.lowerBound]
+            text = String(text[range.upperBound...])
+            var event = ReceivedEvent()
+            var hasData = false
+            for line in block.split(separator: "\n") {
+                if line.hasPrefix(":") {
+                    comments.append(String(line.dropFirst()).trimmingCharacters(in: .whitespaces))
+                    continue
+                }
+                let parts = line.split(separator: ":", maxSplits: 1)
+                let value = parts.count > 1 ? String(parts[1].drop { $0 == " " }) : ""
+                switch parts[0] {
+                case "event": event.event = value
+                case "id": event.id = value
+                case "data":
+                    event.data += (hasData ? "\n" : "") + value
+                    hasData = true
+                default: break
+                }
+            }
+            if hasData { return event }
+        }
+        return nil
+    }
+}
