@@ -213,3 +213,14 @@ import Testing
         #expect(received.last?.json["title"] as? String == "299 \(padding)", "latest value wins")
     }
 }
+
+@Suite struct LiveShutdownTests {
+    @Test func shutdown_EndsEveryStream() throws {
+        let live = try LiveServer()
+        let book = try live.createBook(in: try live.createLibrary())
+        let stream = try live.events("/books/\(book)/events")
+        _ = try stream.next()
+        live.stop()
+        #expect(try stream.next(timeout: 3000) == nil, "the stream ended cleanly")
+    }
+}
