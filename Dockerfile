@@ -1,0 +1,24 @@
+# Build: the official Swift 6.3 image, static Swift runtime, release mode.
+FROM swift:6.3-bookworm AS build
+RUN apt-get update && apt-get install -y --no-install-recommends libsqlite3-dev && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY Package.swift ./
+RUN swift package resolve
+COPY . .
+RUN swift build -c release --static-swift-stdlib --product library-server \
+    && cp "$(swift build -c release --show-bin-path)/library-server" /library-server
+
+# Run: slim Debian with only what the binary links (SQLite); migrations are embedded in the binary.
+FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends libsqlite3-0 curl ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 --home-dir /data library \
+    && mkdir -p /data && chown library /data
+COPY --from=build /library-server /usr/local/bin/library-server
+USER library
+VOLUME /data
+ENV LIBRARY_HOST=0.0.0.0 LIBRARY_PORT=8080 LIBRARY_DATABASE=/data/library.sqlite
+EXPOSE 8080
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["/usr/local/bin/library-server"]
