@@ -52,7 +52,8 @@ package final class LiveBook {
         if updatedAt != record.updatedAt { updatedAt = record.updatedAt }
     }
 
-    /// Reads one field (and so, inside `withObservationTracking`, tracks it).
+    /// Reads one field (and so, inside `withObservationTracking`, tracks that field alone: going
+    /// through a `BookRecord` would read, and track, every field).
     func value(of field: BookField) -> FieldValue {
         switch field {
         case .id: .string(id)

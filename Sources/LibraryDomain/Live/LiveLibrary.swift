@@ -54,6 +54,7 @@ package final class LiveLibrary {
         books.removeAll { $0.id == bookID }
     }
 
+    /// Reads one field, tracking that field alone (not through a `LibraryRecord`, which reads all).
     func value(of field: LibraryField) -> FieldValue {
         switch field {
         case .id: .string(id)
