@@ -28,8 +28,6 @@ final class Exchange: Sendable {
         }
     }
 
-    var store: LibraryStore { api.store }
-
     /// Runs `work` on a reader and answers with its response; store errors become problems about `resource`.
     func read(_ resource: String, _ work: @escaping @Sendable (LibraryReader) throws -> HTTPResponse) {
         api.store.read(work) { self.complete($0, resource: resource) }

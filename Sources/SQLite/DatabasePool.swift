@@ -9,8 +9,6 @@ package final class DatabasePool: Sendable {
     private let writer: Confined
     private let readers: [Confined]
     private let next = Counter()
-    /// Where the database lives, as given at open.
-    package let path: String
 
     /// Opens the writer (running `prepare` on it first, e.g. migrations), then `readerCount` readers.
     /// A `:memory:` database has no separate readers: reads share the writer's queue.
@@ -20,7 +18,6 @@ package final class DatabasePool: Sendable {
         busyTimeoutMilliseconds: Int32 = 5_000,
         prepare: (Connection) throws -> Void = { _ in }
     ) throws {
-        self.path = path
         let writerConnection = try Connection(
             path: path, role: .writer, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         try prepare(writerConnection)

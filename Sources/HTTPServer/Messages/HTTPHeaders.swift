@@ -36,8 +36,6 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
         fields.removeAll { equalsIgnoringCase($0.name, name) }
     }
 
-    package func contains(_ name: String) -> Bool { self[name] != nil }
-
     package func makeIterator() -> some IteratorProtocol<(name: String, value: String)> {
         fields.makeIterator()
     }

@@ -279,9 +279,6 @@ final class HTTPConnection: EventHandler {
         flush()
     }
 
-    /// Bytes not yet accepted by the kernel; event streams use it to notice slow readers.
-    var pendingOutputCount: Int { output.count - outputIndex }
-
     private func writeHead(_ response: HTTPResponse, version: HTTPVersion, keepAlive: Bool, contentLength: Int?) {
         output.append(contentsOf: "HTTP/1.1 ".utf8)
         output.append(contentsOf: String(response.status.code).utf8)

@@ -24,8 +24,6 @@ package final class LiveExecutor: SerialExecutor {
     package func isIsolatingCurrentContext() -> Bool? {
         DispatchQueue.getSpecific(key: key) == true
     }
-
-    var isCurrent: Bool { DispatchQueue.getSpecific(key: key) == true }
 }
 
 /// The global actor of the live models (`LiveBook`, `LiveLibrary`) and of `LiveHub`.

@@ -73,14 +73,10 @@ package final class LiveBook {
     func track(_ fields: Set<BookField>, changed: @escaping @LiveActor (LiveBook, BookField) -> Void) {
         for field in fields.subtracting(armed) where field != .id {
             armed.insert(field)
-            withObservationTracking {
-                _ = value(of: field)
-            } onChange: { [weak self] in
-                LiveActor.assumeIsolated {
-                    guard let self else { return }
-                    self.armed.remove(field)
-                    changed(self, field)
-                }
+            trackOnce({ _ = value(of: field) }) { [weak self] in
+                guard let self else { return }
+                armed.remove(field)
+                changed(self, field)
             }
         }
     }

@@ -65,8 +65,7 @@ extension LiveHub {
             outcome(.failed(error))
         case .success((nil, _)):
             outcome(.notFound)
-        case .success((let loaded?, let seq)) where seq < appliedSeq:
-            _ = loaded
+        case .success((.some, let seq)) where seq < appliedSeq:
             subscribe(request, open: open, outcome: outcome)  // read before changes already applied: read again
         case .success((let (record, members)?, let seq)):
             switch record {

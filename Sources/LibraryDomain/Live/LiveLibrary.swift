@@ -75,26 +75,18 @@ package final class LiveLibrary {
     ) {
         for field in fields.subtracting(armed) where field != .id {
             armed.insert(field)
-            withObservationTracking {
-                _ = value(of: field)
-            } onChange: { [weak self] in
-                LiveActor.assumeIsolated {
-                    guard let self else { return }
-                    self.armed.remove(field)
-                    changed(self, field)
-                }
+            trackOnce({ _ = value(of: field) }) { [weak self] in
+                guard let self else { return }
+                armed.remove(field)
+                changed(self, field)
             }
         }
         if members && !membersArmed {
             membersArmed = true
-            withObservationTracking {
-                _ = books
-            } onChange: { [weak self] in
-                LiveActor.assumeIsolated {
-                    guard let self else { return }
-                    self.membersArmed = false
-                    changed(self, nil)
-                }
+            trackOnce({ _ = books }) { [weak self] in
+                guard let self else { return }
+                membersArmed = false
+                changed(self, nil)
             }
         }
     }
