@@ -21,6 +21,35 @@ package final class LibraryAPI: HTTPResponder {
         self.configuration = configuration
         self.cors = CORS(configuration.corsOrigin)
         self.logger = logger
+        reportMetrics()
+    }
+
+    /// Wires the live hub's counters and the store's write timings into `metrics`.
+    private func reportMetrics() {
+        let counters = hub.counters
+        metrics.addGauge("library_sse_subscribers", help: "Event-stream subscribers open now.") {
+            counters.subscribers.load(ordering: .relaxed)
+        }
+        metrics.addCounter("library_sse_events_sent_total", help: "Events written to event streams since start.") {
+            counters.events.load(ordering: .relaxed)
+        }
+        metrics.addCounter(
+            "library_sse_changes_coalesced_total",
+            help: "Changes folded into a pending event for a slow reader (counted when its stream ends)."
+        ) {
+            counters.coalesced.load(ordering: .relaxed)
+        }
+        store.observeWriteDurations { [metrics] duration in
+            let (seconds, attoseconds) = duration.components
+            metrics.recordWrite(seconds: Double(seconds) + Double(attoseconds) * 1e-18)
+        }
+    }
+
+    /// Adds the server's open-connection count to `metrics`.
+    package func reportMetrics(of server: HTTPServer) {
+        metrics.addGauge("library_http_open_connections", help: "Client connections open now.") {
+            server.openConnections
+        }
     }
 
     package func respond(to request: HTTPRequest, writer: HTTPResponseWriter) {

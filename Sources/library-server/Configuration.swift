@@ -15,6 +15,8 @@ struct Configuration: Sendable {
     var heartbeatInterval = 15.0
     var history = 10_000
     var showHelp = false
+    /// Probe a running server's /healthz instead of serving (the container's HEALTHCHECK).
+    var checkHealth = false
 
     struct Failure: Error, CustomStringConvertible {
         let description: String
@@ -106,6 +108,10 @@ struct Configuration: Sendable {
                 configuration.showHelp = true
                 continue
             }
+            if argument == "--check-health" {
+                configuration.checkHealth = true
+                continue
+            }
             let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard let option = options.first(where: { $0.flag == parts[0] }) else {
                 throw Failure(description: "unknown option \(argument); see --help")
@@ -139,6 +145,9 @@ struct Configuration: Sendable {
             lines.append("  \(option.flag) \(option.placeholder)".padding(to: 28) + option.help)
             lines.append(String(repeating: " ", count: 28) + "env \(option.variable), default \(option.defaultText)")
         }
+        lines.append(
+            "  --check-health".padding(to: 28)
+                + "ask the server on --host/--port for /healthz; exit 0 when it answers 200 (no curl needed)")
         lines.append("  -h, --help".padding(to: 28) + "show this help")
         return lines.joined(separator: "\n")
     }

@@ -31,6 +31,9 @@ if configuration.showHelp {
     print(Configuration.usage)
     exit(0)
 }
+if configuration.checkHealth {
+    HealthCheck.run(host: configuration.host, port: configuration.port)
+}
 
 let logLevel = configuration.logLevel
 LoggingSystem.bootstrap { _ in StderrLogHandler(level: logLevel) }
@@ -58,21 +61,7 @@ serverConfiguration.host = configuration.host
 serverConfiguration.port = configuration.port
 serverConfiguration.maxConnections = configuration.maxConnections
 let server = HTTPServer(configuration: serverConfiguration, responder: api)
-api.metrics.addGauge("library_http_open_connections", help: "Client connections open now.") {
-    server.openConnections
-}
-api.metrics.addGauge("library_sse_subscribers", help: "Event-stream subscribers open now.") {
-    hub.counters.subscribers.load(ordering: .relaxed)
-}
-api.metrics.addGauge("library_sse_events_sent", help: "Events written to event streams since start.") {
-    hub.counters.events.load(ordering: .relaxed)
-}
-api.metrics.addGauge(
-    "library_sse_changes_coalesced",
-    help: "Changes folded into a pending event for a slow reader (counted when its stream ends)."
-) {
-    hub.counters.coalesced.load(ordering: .relaxed)
-}
+api.reportMetrics(of: server)
 
 let port: Int
 do {

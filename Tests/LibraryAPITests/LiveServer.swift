@@ -33,6 +33,7 @@ final class LiveServer {
         configuration.port = 0
         configuration.loopCount = 2
         server = HTTPServer(configuration: configuration, responder: api)
+        api.reportMetrics(of: server)
         port = try server.start()
     }
 

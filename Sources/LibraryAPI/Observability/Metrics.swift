@@ -1,6 +1,6 @@
 import Synchronization
 
-/// Request counters and latency histograms, rendered in the Prometheus text format.
+/// Request counters, latency histograms and gauges, rendered in the Prometheus text format.
 package final class Metrics: Sendable {
     private struct Key: Hashable {
         let route: String
@@ -8,17 +8,45 @@ package final class Metrics: Sendable {
         let status: Int
     }
 
+    /// Cumulative-on-render latency buckets, as Prometheus histograms expect.
     private struct Histogram {
-        var buckets: [Int]
+        var buckets = [Int](repeating: 0, count: Metrics.bounds.count)
         var sum = 0.0
         var count = 0
+
+        mutating func record(_ seconds: Double) {
+            if let bucket = Metrics.bounds.firstIndex(where: { seconds <= $0 }) { buckets[bucket] += 1 }
+            sum += seconds
+            count += 1
+        }
+
+        func render(_ name: String, labels: String, into lines: inout [String]) {
+            let prefix = labels.isEmpty ? "" : labels + ","
+            var cumulative = 0
+            for (bound, count) in zip(Metrics.bounds, buckets) {
+                cumulative += count
+                lines.append("\(name)_bucket{\(prefix)le=\"\(bound)\"} \(cumulative)")
+            }
+            lines.append("\(name)_bucket{\(prefix)le=\"+Inf\"} \(count)")
+            let suffix = labels.isEmpty ? "" : "{\(labels)}"
+            lines.append("\(name)_sum\(suffix) \(sum)")
+            lines.append("\(name)_count\(suffix) \(count)")
+        }
+    }
+
+    private struct State {
+        var requests: [Key: Int] = [:]
+        var latency: [String: Histogram] = [:]
+        var writes = Histogram()
     }
 
     /// Upper bounds (seconds) of the latency buckets.
-    static let bounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    static let bounds: [Double] = [
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+    ]
 
-    private let state = Mutex<(requests: [Key: Int], latency: [String: Histogram])>(([:], [:]))
-    private let gauges = Mutex<[(name: String, help: String, read: @Sendable () -> Int)]>([])
+    private let state = Mutex(State())
+    private let readings = Mutex<[(name: String, type: String, help: String, read: @Sendable () -> Int)]>([])
 
     package init() {}
 
@@ -26,27 +54,33 @@ package final class Metrics: Sendable {
     func record(route: String, method: String, status: Int, seconds: Double) {
         state.withLock { state in
             state.requests[Key(route: route, method: method, status: status), default: 0] += 1
-            var histogram = state.latency[route] ?? Histogram(buckets: Array(repeating: 0, count: Self.bounds.count))
-            if let bucket = Self.bounds.firstIndex(where: { seconds <= $0 }) { histogram.buckets[bucket] += 1 }
-            histogram.sum += seconds
-            histogram.count += 1
-            state.latency[route] = histogram
+            state.latency[route, default: Histogram()].record(seconds)
         }
+    }
+
+    /// Records how long one SQLite write transaction took, from its first statement to its commit.
+    package func recordWrite(seconds: Double) {
+        state.withLock { $0.writes.record(seconds) }
     }
 
     /// Adds a gauge read when metrics are scraped (open connections, for instance).
     package func addGauge(_ name: String, help: String, read: @escaping @Sendable () -> Int) {
-        gauges.withLock { $0.append((name, help, read)) }
+        readings.withLock { $0.append((name, "gauge", help, read)) }
+    }
+
+    /// Adds a counter kept elsewhere and read when metrics are scraped; `name` ends in `_total`.
+    package func addCounter(_ name: String, help: String, read: @escaping @Sendable () -> Int) {
+        readings.withLock { $0.append((name, "counter", help, read)) }
     }
 
     /// The exposition text.
     func render() -> String {
-        let (requests, latency) = state.withLock { ($0.requests, $0.latency) }
+        let state = state.withLock { $0 }
         var lines = [
             "# HELP library_http_requests_total HTTP requests answered, by route template, method and status.",
             "# TYPE library_http_requests_total counter",
         ]
-        for (key, count) in requests.sorted(by: {
+        for (key, count) in state.requests.sorted(by: {
             ($0.key.route, $0.key.method, $0.key.status) < ($1.key.route, $1.key.method, $1.key.status)
         }) {
             lines.append(
@@ -57,22 +91,17 @@ package final class Metrics: Sendable {
             "# HELP library_http_request_duration_seconds Time from a parsed request to its response, by route template."
         )
         lines.append("# TYPE library_http_request_duration_seconds histogram")
-        for (route, histogram) in latency.sorted(by: { $0.key < $1.key }) {
-            var cumulative = 0
-            for (bound, count) in zip(Self.bounds, histogram.buckets) {
-                cumulative += count
-                lines.append(
-                    "library_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"\(bound)\"} \(cumulative)")
-            }
-            lines.append(
-                "library_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"+Inf\"} \(histogram.count)")
-            lines.append("library_http_request_duration_seconds_sum{route=\"\(route)\"} \(histogram.sum)")
-            lines.append("library_http_request_duration_seconds_count{route=\"\(route)\"} \(histogram.count)")
+        for (route, histogram) in state.latency.sorted(by: { $0.key < $1.key }) {
+            histogram.render("library_http_request_duration_seconds", labels: "route=\"\(route)\"", into: &lines)
         }
-        for gauge in gauges.withLock({ $0 }) {
-            lines.append("# HELP \(gauge.name) \(gauge.help)")
-            lines.append("# TYPE \(gauge.name) gauge")
-            lines.append("\(gauge.name) \(gauge.read())")
+        lines.append(
+            "# HELP library_sqlite_write_duration_seconds Time of one SQLite write transaction, commit included.")
+        lines.append("# TYPE library_sqlite_write_duration_seconds histogram")
+        state.writes.render("library_sqlite_write_duration_seconds", labels: "", into: &lines)
+        for reading in readings.withLock({ $0 }) {
+            lines.append("# HELP \(reading.name) \(reading.help)")
+            lines.append("# TYPE \(reading.name) \(reading.type)")
+            lines.append("\(reading.name) \(reading.read())")
         }
         return lines.joined(separator: "\n") + "\n"
     }

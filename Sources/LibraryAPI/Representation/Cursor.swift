@@ -1,22 +1,19 @@
-import Foundation
-
-/// The opaque `cursor` of list pages: base64url of `v1:<seq>`, the position after which the next
-/// page starts. Insertion order never changes, so pages stay stable under concurrent inserts.
+/// The opaque `cursor` of list pages: `c` and the position after which the next page starts, in
+/// base 36. Insertion order never changes, so pages stay stable under concurrent inserts.
+///
+/// Every string of the documented shape (`^c[0-9a-z]{1,12}$`) names a position, so a well-formed
+/// cursor is never refused; anything else is a 400. Twelve base-36 digits stay below `Int.max`.
 enum Cursor {
     static func encode(_ seq: Int) -> String {
-        Data("v1:\(seq)".utf8).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        "c" + String(seq, radix: 36)
     }
 
-    /// The position a cursor names; a 400 when it was not made by `encode`.
+    /// The position a cursor names; a 400 when it does not have the shape `encode` gives.
     static func decode(_ text: String) throws(APIError) -> Int {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard text.count <= 40, let data = Data(base64Encoded: base64),
-            let decoded = String(data: data, encoding: .utf8), decoded.hasPrefix("v1:"),
-            let seq = Int(decoded.dropFirst(3)), seq >= 0, String(seq) == decoded.dropFirst(3)
+        let digits = text.utf8.dropFirst()
+        guard text.utf8.first == UInt8(ascii: "c"), (1...12).contains(digits.count),
+            digits.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x7A).contains($0) }),
+            let seq = Int(String(text.dropFirst()), radix: 36)
         else { throw .badRequest("cursor is not a cursor this server returned.") }
         return seq
     }

@@ -18,17 +18,42 @@ enum EntityTag {
         return try tags(header).contains { $0.opaque == String(version) }
     }
 
-    private static func tags(_ header: String) throws(APIError) -> [(weak: Bool, opaque: Substring)] {
-        var result: [(Bool, Substring)] = []
-        for item in header.split(separator: ",") {
-            var tag = item.trimmedOWS()
-            let weak = tag.hasPrefix("W/")
-            if weak { tag = tag.dropFirst(2) }
-            guard tag.count >= 2, tag.first == "\"", tag.last == "\"",
-                !tag.dropFirst().dropLast().contains("\"")
-            else { throw .badRequest("If-Match and If-None-Match take entity tags such as \"3\", or *.") }
-            result.append((weak, tag.dropFirst().dropLast()))
+    /// The entity tags of a list: `#entity-tag`, where `entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE`,
+    /// `etagc = %x21 / %x23-7E / obs-text`. A comma inside the quotes belongs to the tag; empty list
+    /// elements are allowed, as in every HTTP list (RFC 9110 §5.6.1).
+    private static func tags(_ header: String) throws(APIError) -> [(weak: Bool, opaque: String)] {
+        let malformed = APIError.badRequest("If-Match and If-None-Match take entity tags such as \"3\", or *.")
+        let bytes = Array(header.utf8)
+        var result: [(Bool, String)] = []
+        var index = 0
+        func skipWhitespace() { while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x09 { index += 1 } }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count else { break }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            var weak = false
+            if bytes[index...].starts(with: "W/".utf8) {
+                weak = true
+                index += 2
+            }
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw malformed }
+            index += 1
+            let start = index
+            while index < bytes.count,
+                bytes[index] == 0x21 || (0x23...0x7E).contains(bytes[index]) || bytes[index] >= 0x80
+            {
+                index += 1
+            }
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw malformed }
+            result.append((weak, String(decoding: bytes[start..<index], as: UTF8.self)))
+            index += 1
+            skipWhitespace()
+            guard index == bytes.count || bytes[index] == UInt8(ascii: ",") else { throw malformed }
         }
+        guard !result.isEmpty else { throw malformed }
         return result
     }
 }

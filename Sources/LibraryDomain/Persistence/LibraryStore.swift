@@ -13,6 +13,7 @@ package final class LibraryStore: Sendable {
     /// How many changes the change log keeps at least, for resuming event streams.
     package let history: Int
     private let commitObserver = Mutex<(@Sendable (CommittedChange) -> Void)?>(nil)
+    private let durationObserver = Mutex<(@Sendable (Duration) -> Void)?>(nil)
 
     /// Opens the database at `path` (`:memory:` keeps nothing) and brings its schema up to date.
     /// A write that finds the database locked waits up to `busyTimeoutMilliseconds`, then fails
@@ -57,6 +58,11 @@ package final class LibraryStore: Sendable {
         commitObserver.withLock { $0 = observer }
     }
 
+    /// Sets what is told how long each write transaction took (for metrics), on the writer's thread.
+    package func observeWriteDurations(_ observer: @escaping @Sendable (Duration) -> Void) {
+        durationObserver.withLock { $0 = observer }
+    }
+
     /// Runs `work` in one write transaction and passes its result to `completion` once committed
     /// (or rolled back, when `work` throws).
     package func write<T: Sendable>(
@@ -84,6 +90,10 @@ package final class LibraryStore: Sendable {
     private func commit<T>(_ work: (LibraryWriter) throws -> T, on connection: Connection) throws -> T {
         let writer = LibraryWriter(connection: connection)
         var change: CommittedChange?
+        let started = ContinuousClock.now
+        defer {
+            if let observer = durationObserver.withLock({ $0 }) { observer(ContinuousClock.now - started) }
+        }
         let result = try connection.transaction {
             let result = try work(writer)
             if !writer.items.isEmpty {

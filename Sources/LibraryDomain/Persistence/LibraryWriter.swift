@@ -39,9 +39,10 @@ package final class LibraryWriter {
         if precondition: Precondition,
         _ change: (LibraryDraft) -> LibraryDraft
     ) throws -> LibraryRecord {
-        let current = try existing(reader.library(id: id), precondition, version: \.version)
+        let current = try existing(reader.library(id: id))
         let draft = change(current.draft)
         try Self.check(draft.validate())
+        try check(precondition, version: current.version)
         guard draft != current.draft else { return current }
         let library = try connection.statement(
             """
@@ -58,7 +59,8 @@ package final class LibraryWriter {
 
     /// Deletes a library and its books; returns the library as it was and its books' ids.
     package func deleteLibrary(id: String, if precondition: Precondition) throws -> (LibraryRecord, bookIDs: [String]) {
-        let current = try existing(reader.library(id: id), precondition, version: \.version)
+        let current = try existing(reader.library(id: id))
+        try check(precondition, version: current.version)
         let books = try connection.statement(
             "SELECT \(LibraryReader.bookColumns) FROM books WHERE library_id = ? ORDER BY seq"
         )
@@ -97,13 +99,14 @@ package final class LibraryWriter {
     package func updateBook(id: String, if precondition: Precondition, _ change: (BookDraft) -> BookDraft) throws
         -> BookRecord
     {
-        let current = try existing(reader.book(id: id), precondition, version: \.version)
+        let current = try existing(reader.book(id: id))
         let draft = change(current.draft)
         try Self.check(draft.validate())
+        if draft.libraryId != current.libraryId { try requireLibrary(draft.libraryId) }
+        try check(precondition, version: current.version)
         guard draft != current.draft else { return current }
         let now = Timestamp.now()
         if draft.libraryId != current.libraryId {
-            try requireLibrary(draft.libraryId)
             try adjustBookCount(of: current.libraryId, by: -1, at: now)
             try adjustBookCount(of: draft.libraryId, by: 1, at: now)
         }
@@ -129,17 +132,23 @@ package final class LibraryWriter {
 
     /// Deletes a book; returns it as it was.
     package func deleteBook(id: String, if precondition: Precondition) throws -> BookRecord {
-        let current = try existing(reader.book(id: id), precondition, version: \.version)
+        let current = try existing(reader.book(id: id))
+        try check(precondition, version: current.version)
         try connection.statement("DELETE FROM books WHERE id = ?").run([.text(id)])
         try adjustBookCount(of: current.libraryId, by: -1, at: Timestamp.now())
         note(.book(current, fields: [], previousLibraryID: current.libraryId, deleted: true))
         return current
     }
 
-    private func existing<T>(_ record: T?, _ precondition: Precondition, version: KeyPath<T, Int>) throws -> T {
+    private func existing<T>(_ record: T?) throws -> T {
         guard let record else { throw StoreError(.notFound) }
-        guard precondition.allows(record[keyPath: version]) else { throw StoreError(.preconditionFailed) }
         return record
+    }
+
+    /// Checked after the content is known to be acceptable (RFC 9110 §13.2.1), so a request that
+    /// is wrong in two ways gets the same answer whatever the stored version: 404, then 422, then 412.
+    private func check(_ precondition: Precondition, version: Int) throws {
+        guard precondition.allows(version) else { throw StoreError(.preconditionFailed) }
     }
 
     private func requireLibrary(_ id: String) throws {
