@@ -1,0 +1,676 @@
+#!/usr/bin/env python3
+"""Live hostile-request suite for library-server.
+
+Starts its own server (``--port 0``, a temporary database, ``--log-level warning``), writes one
+library and one book with valid requests and remembers their JSON, then sends malformed, ambiguous
+or abusive requests as raw bytes, each on a fresh connection to 127.0.0.1:
+
+  * request smuggling shapes: Content-Length with Transfer-Encoding (both orders), duplicate or
+    non-decimal Content-Length, unsupported or repeated transfer codings, whitespace before a colon;
+  * header syntax: obs-fold, bare CR, bare LF line endings, NUL and control bytes;
+  * size limits: request line (414), head (431), header count (431), body (413);
+  * broken chunked framing, truncated bodies, bodies shorter than Content-Length (408 or close);
+  * hostile JSON: invalid UTF-8, 100,000 levels of nesting, huge numbers, duplicate keys,
+    non-object documents;
+  * hostile URLs: bad percent-encoding in path and query, absurd ``limit`` and ``cursor`` values;
+  * protocol confusion: HTTP/2 preface, HTTP/3.0, HTTP/0.9-style lines, no Host, absolute-form
+    targets naming other hosts, a 10 KiB method, a lowercase method.
+
+Each case must be answered with a 4xx (or 501/505), or the connection closed without a response:
+never a 2xx, never a 5xx, never a hang. Hostile bodies carry otherwise valid writes (and smuggling
+cases a complete second request), so a server that misread the framing would write something.
+Two shapes RFC 9112 lets a server accept are recorded rather than required to fail: bare-LF line
+endings (section 2.2, "MAY recognize a single LF") and absolute-form targets (section 3.2.2, "MUST
+accept the absolute-form"); for them the normal answer is also allowed, and printed.
+
+Afterwards: GET /healthz answers 200 promptly, GET /libraries and GET /books hold exactly the
+library and book written at the start, byte-for-byte the same JSON (no hostile request wrote
+anything), the process is still alive, it stops with exit 0 on SIGTERM, and its stderr has no
+`error` or `critical` line (bad input is the client's mistake, not a server error).
+
+Usage: scripts/hostile-requests.py SERVER_BINARY
+Prints one `ok - ...` or `FAIL - ...` line per check, then `hostile-requests: N passed, M failed`;
+exits 1 when anything failed. Takes about 15 s and never more than TIME_LIMIT seconds.
+"""
+
+import concurrent.futures
+import json
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+NAME = "hostile-requests"
+HOST = "127.0.0.1"
+TIME_LIMIT = 120  # seconds for the whole run; a watchdog stops everything past it
+CASE_TIMEOUT = 5.0  # seconds a case may take to be answered (or closed)
+SLOW_CASE_TIMEOUT = 15.0  # for cases that must run into the server's 10 s request timeout
+CRLF = b"\r\n"
+
+
+# --- reporting ------------------------------------------------------------------------------
+
+
+class Report:
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, ok, message):
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+        print(f"{'ok' if ok else 'FAIL'} - {message}", flush=True)
+
+    def summary(self):
+        print(f"{NAME}: {self.passed} passed, {self.failed} failed", flush=True)
+        return 0 if self.failed == 0 else 1
+
+
+# --- the server under test ------------------------------------------------------------------
+
+
+class Server:
+    """The binary on a fresh temporary database, stdout read for the ready line, stderr to a file."""
+
+    def __init__(self, binary, workdir):
+        self.stderr_path = os.path.join(workdir, "server.stderr")
+        with open(self.stderr_path, "wb") as stderr:
+            self.process = subprocess.Popen(
+                [binary, "--port", "0", "--database", os.path.join(workdir, "lib.sqlite"),
+                 "--log-level", "warning"],
+                stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL)
+        self.port = self._read_port(timeout=10)
+
+    def _read_port(self, timeout):
+        deadline = time.monotonic() + timeout
+        line = b""
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not _readable(self.process.stdout, remaining):
+                raise RuntimeError(f"no ready line within {timeout} s")
+            byte = os.read(self.process.stdout.fileno(), 1)
+            if not byte:
+                raise RuntimeError(f"server exited before it was ready: {self.stderr_tail()}")
+            line += byte
+        match = re.fullmatch(rb"listening on http://127\.0\.0\.1:(\d+)\n", line)
+        if not match:
+            raise RuntimeError(f"unexpected ready line {line!r}")
+        return int(match.group(1))
+
+    def alive(self):
+        return self.process.poll() is None
+
+    def stop(self, timeout=15):
+        """SIGTERM, then the exit status (None if it had to be killed)."""
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(5)
+            return None
+
+    def stderr_lines(self):
+        with open(self.stderr_path, "rb") as stderr:
+            return stderr.read().decode("utf-8", "replace").splitlines()
+
+    def stderr_tail(self):
+        return " | ".join(self.stderr_lines()[-3:])
+
+
+def _readable(stream, timeout):
+    return bool(select.select([stream], [], [], timeout)[0])
+
+
+# --- talking HTTP over raw sockets ----------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What the server did with one request."""
+    status: Optional[int] = None  # the final status code; None when no response came
+    reason: str = ""
+    detail: str = ""  # the problem+json `detail`, when there is one
+    body: bytes = b""
+    after: str = ""  # what the connection did after the response (or instead of one)
+    garbage: bytes = b""  # bytes that were not a well-formed response
+    hung: bool = False  # neither a response nor a close before our deadline
+    seconds: float = 0.0
+
+    @property
+    def closed_silently(self):
+        return self.status is None and not self.hung and not self.garbage
+
+    def describe(self):
+        if self.garbage:
+            return f"MALFORMED RESPONSE {self.garbage[:80]!r}"
+        if self.hung:
+            return f"NO RESPONSE, connection still open after {self.seconds:.1f} s"
+        if self.status is None:
+            return f"no response, connection {self.after} after {self.seconds:.1f} s"
+        text = f"{self.status} {self.reason}"
+        if self.detail:
+            text += f" ({_shorten(self.detail, 90)})"
+        return f"{text}, connection {self.after}, {self.seconds:.1f} s"
+
+
+def _shorten(text, limit):
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def connect(port, timeout=CASE_TIMEOUT):
+    return socket.create_connection((HOST, port), timeout=timeout)
+
+
+def recv_some(sock, deadline):
+    """One recv bounded by `deadline`; raises TimeoutError past it."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError
+    sock.settimeout(remaining)
+    return sock.recv(65536)
+
+
+def read_response(sock, deadline, outcome):
+    """Reads one final response (skipping 1xx) into `outcome`; notes a close, reset or hang."""
+    buffer = b""
+    while True:
+        end = buffer.find(CRLF + CRLF)
+        if end >= 0:
+            head, buffer = buffer[:end], buffer[end + 4:]
+            match = re.match(rb"HTTP/1\.[01] (\d{3}) ?([^\r\n]*)", head)
+            if not match:
+                outcome.garbage = head
+                return
+            status = int(match.group(1))
+            if 100 <= status < 200:
+                continue
+            headers = parse_headers(head)
+            length = int(headers.get("content-length", "0"))
+            try:
+                while len(buffer) < length:
+                    chunk = recv_some(sock, deadline)
+                    if not chunk:
+                        break
+                    buffer += chunk
+            except (TimeoutError, ConnectionResetError):
+                pass
+            outcome.status, outcome.reason = status, match.group(2).decode("latin-1")
+            outcome.body = buffer[:length]
+            outcome.detail = problem_detail(outcome.body)
+            return
+        try:
+            chunk = recv_some(sock, deadline)
+        except TimeoutError:
+            outcome.hung = not buffer
+            outcome.garbage = buffer
+            return
+        except ConnectionResetError:
+            outcome.after = "reset"
+            outcome.garbage = buffer
+            return
+        if not chunk:
+            outcome.after = "closed"
+            outcome.garbage = buffer
+            return
+        buffer += chunk
+
+
+def parse_headers(head):
+    headers = {}
+    for line in head.split(CRLF)[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+    return headers
+
+
+def problem_detail(body):
+    try:
+        return str(json.loads(body).get("detail", ""))
+    except (ValueError, AttributeError):
+        return ""
+
+
+def watch_after_response(sock, outcome, seconds=1.0):
+    """After a response: does the server close, keep the connection, or (wrongly) send more?"""
+    deadline = time.monotonic() + seconds
+    try:
+        extra = recv_some(sock, deadline)
+    except TimeoutError:
+        outcome.after = "kept open"
+        return
+    except ConnectionResetError:
+        outcome.after = "reset"
+        return
+    if extra:
+        outcome.garbage = b"unexpected bytes after the response: " + extra
+    else:
+        outcome.after = "closed"
+
+
+def exchange(port, payload, then=None, timeout=CASE_TIMEOUT):
+    """Sends raw bytes on a fresh connection, optionally half-closes, and reads what comes back."""
+    started = time.monotonic()
+    deadline = started + timeout
+    outcome = Outcome()
+    with connect(port, timeout) as sock:
+        try:
+            sock.settimeout(timeout)
+            sock.sendall(payload)
+            if then == "half-close":
+                sock.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered (or gave up) before taking everything; read what it said
+        read_response(sock, deadline, outcome)
+        if outcome.status is not None and not outcome.garbage:
+            watch_after_response(sock, outcome)
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def http(port, method, path, body=None, timeout=CASE_TIMEOUT):
+    """A well-formed request; returns (status, parsed JSON body or None)."""
+    payload = json.dumps(body).encode() if body is not None else b""
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {HOST}", "Connection: close"]
+    if body is not None:
+        lines += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
+    outcome = Outcome()
+    with connect(port, timeout) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
+        read_response(sock, time.monotonic() + timeout, outcome)
+    try:
+        return outcome.status, json.loads(outcome.body) if outcome.body else None
+    except ValueError:
+        return outcome.status, None
+
+
+# --- building hostile requests --------------------------------------------------------------
+
+
+def request(line, *headers, body=b""):
+    """Raw request bytes: `line`, the header lines as given (str or bytes), CRLFs, then `body`."""
+    parts = [part if isinstance(part, bytes) else part.encode() for part in (line, *headers)]
+    return CRLF.join(parts) + CRLF + CRLF + body
+
+
+def host():
+    return f"Host: {HOST}"
+
+
+def post(path, body, *headers, content_type="application/json"):
+    """A POST with a correct Content-Length and any extra (hostile) header lines."""
+    return request(f"POST {path} HTTP/1.1", host(), f"Content-Type: {content_type}",
+                   f"Content-Length: {len(body)}", *headers, body=body)
+
+
+def chunked(*chunks):
+    """A well-formed chunked body."""
+    return b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for chunk in chunks) + b"0\r\n\r\n"
+
+
+# A complete request a framing confusion would run as a second request: it writes a library.
+SMUGGLED = post("/libraries", b'{"name":"smuggled"}')
+LIBRARY = b'{"name":"hostile"}'
+
+
+# --- what each case accepts -----------------------------------------------------------------
+
+
+def rejected(outcome):
+    """A 4xx, 501 or 505, or a close without any response."""
+    return outcome.closed_silently or (
+        outcome.status is not None and (400 <= outcome.status < 500 or outcome.status in (501, 505)))
+
+
+def status_is(*codes):
+    return lambda outcome: outcome.status in codes
+
+
+def timed_out(outcome):
+    """A 408 (or a silent close) within the slow-case bound: the 10 s request timeout works."""
+    return (outcome.status == 408 or outcome.closed_silently) and outcome.seconds <= SLOW_CASE_TIMEOUT
+
+
+def rejected_or(normal_status):
+    """For shapes RFC 9112 lets a server accept: rejected, or the normal answer."""
+    return lambda outcome: rejected(outcome) or outcome.status == normal_status
+
+
+@dataclass
+class Case:
+    name: str
+    payload: bytes
+    accept: Callable[[Outcome], bool] = rejected
+    then: Optional[str] = None  # "half-close": shut our sending side after the payload
+    timeout: float = CASE_TIMEOUT
+    note: str = ""
+
+
+def smuggling_cases():
+    te_body = chunked(LIBRARY) + SMUGGLED
+    cl_te = ["Content-Type: application/json", f"Content-Length: {len(te_body)}"]
+    return [
+        Case("CL then TE", request("POST /libraries HTTP/1.1", host(), *cl_te,
+                                   "Transfer-Encoding: chunked", body=te_body)),
+        Case("TE then CL", request("POST /libraries HTTP/1.1", host(), "Transfer-Encoding: chunked",
+                                   *cl_te, body=te_body)),
+        Case("two Content-Length, different values",
+             post("/libraries", LIBRARY, f"Content-Length: {len(LIBRARY) + len(SMUGGLED)}") + SMUGGLED),
+        Case("Content-Length list '18, 18'",
+             request("POST /libraries HTTP/1.1", host(), "Content-Type: application/json",
+                     f"Content-Length: {len(LIBRARY)}, {len(LIBRARY)}", body=LIBRARY)),
+        Case("Content-Length +18", request("POST /libraries HTTP/1.1", host(), "Content-Type: application/json",
+                                           f"Content-Length: +{len(LIBRARY)}", body=LIBRARY)),
+        Case("Content-Length -1", request("POST /libraries HTTP/1.1", host(), "Content-Type: application/json",
+                                          "Content-Length: -1", body=LIBRARY)),
+        Case("Content-Length 0x12 (hex)", request("POST /libraries HTTP/1.1", host(),
+                                                  "Content-Type: application/json",
+                                                  f"Content-Length: {len(LIBRARY):#x}", body=LIBRARY)),
+        Case("Content-Length 2,000,000 (over 1 MiB)", request("POST /libraries HTTP/1.1", host(),
+                                                              "Content-Length: 2000000"),
+             accept=status_is(413)),
+        *[Case(f"Transfer-Encoding: {coding}",
+               request("POST /libraries HTTP/1.1", host(), "Content-Type: application/json",
+                       f"Transfer-Encoding: {coding}", body=chunked(LIBRARY)))
+          for coding in ("xchunked", "chunked, chunked", "gzip, chunked", "identity", "chunked;q=1")],
+        Case("Transfer-Encoding: chunked on two lines",
+             request("POST /libraries HTTP/1.1", host(), "Transfer-Encoding: chunked",
+                     "Transfer-Encoding: chunked", body=chunked(LIBRARY))),
+        Case("Transfer-Encoding in HTTP/1.0",
+             request("POST /libraries HTTP/1.0", host(), "Content-Type: application/json",
+                     "Transfer-Encoding: chunked", body=chunked(LIBRARY))),
+        Case("whitespace before colon 'Content-Length : 18'",
+             request("POST /libraries HTTP/1.1", host(), "Content-Type: application/json",
+                     f"Content-Length : {len(LIBRARY)}", body=LIBRARY)),
+        Case("whitespace before colon 'Transfer-Encoding\\t:'",
+             request("POST /libraries HTTP/1.1", host(), f"Content-Length: {len(te_body)}",
+                     "Transfer-Encoding\t: chunked", body=te_body)),
+    ]
+
+
+def header_syntax_cases():
+    get = "GET /healthz HTTP/1.1"
+    return [
+        Case("obs-fold (space)", request(get, host(), "X-Folded: a", " b")),
+        Case("obs-fold (tab)", request(get, host(), "X-Folded: a", "\tb")),
+        Case("obs-fold first line after request line", request(get, " X-Folded: a", host())),
+        Case("bare CR inside a header line", request(get, host(), b"X-A: b\rX-B: c")),
+        Case("bare CR as a line ending", request(get, host() + "\rX-A: b")),
+        Case("bare LF line endings throughout", f"{get}\n{host()}\n\n".encode(),
+             accept=rejected_or(200), note="RFC 9112 2.2: a recipient MAY accept bare LF"),
+        Case("one bare LF line ending", f"{get}\r\n{host()}\nX-A: b\r\n\r\n".encode(),
+             accept=rejected_or(200), note="RFC 9112 2.2: a recipient MAY accept bare LF"),
+        Case("NUL in request target", request(b"GET /healthz\x00 HTTP/1.1", host())),
+        Case("NUL in method", request(b"GE\x00T /healthz HTTP/1.1", host())),
+        Case("NUL after version", request(b"GET /healthz HTTP/1.1\x00", host())),
+        Case("vertical tab as separator in request line", request(b"GET\x0b/healthz HTTP/1.1", host())),
+        Case("DEL in request target", request(b"GET /health\x7fz HTTP/1.1", host())),
+        Case("raw non-ASCII byte in request target", request(b"GET /healthz\xc3\xa9 HTTP/1.1", host())),
+        Case("NUL in header name", request(get, host(), b"X-A\x00B: c")),
+        Case("DEL in header name", request(get, host(), b"X-A\x7f: c")),
+        Case("NUL in header value", request(get, host(), b"X-A: b\x00c")),
+        Case("ESC in header value", request(get, host(), b"X-A: \x1b[31mred")),
+        Case("DEL in header value", request(get, host(), b"X-A: \x7f")),
+        Case("NUL in Host value", request(get, b"Host: 127.0.0.1\x00evil")),
+        Case("header line without colon", request(get, host(), "X-No-Colon")),
+        Case("empty header name", request(get, host(), ": value")),
+        Case("two Host headers", request(get, host(), "Host: other.example")),
+    ]
+
+
+def size_limit_cases():
+    return [
+        Case("request line of 9,000 bytes", request("GET /healthz?pad=" + "a" * 9000 + " HTTP/1.1", host()),
+             accept=status_is(414)),
+        Case("request line of 9,000 bytes, no line end yet", b"GET /healthz?pad=" + b"a" * 9000,
+             accept=status_is(414)),
+        Case("head of ~20 KiB in 80 fields", request("GET /healthz HTTP/1.1", host(),
+                                                     *[f"X-Pad-{i}: " + "a" * 250 for i in range(80)]),
+             accept=status_is(431)),
+        Case("head over 16 KiB with no end yet", b"GET /healthz HTTP/1.1\r\nX-Pad: " + b"a" * 17000,
+             accept=status_is(431)),
+        Case("150 header fields", request("GET /healthz HTTP/1.1", host(),
+                                          *[f"X-H-{i}: 1" for i in range(150)]),
+             accept=status_is(431)),
+        Case("method of 10 KiB", request("A" * 10240 + " /healthz HTTP/1.1", host())),
+    ]
+
+
+def chunked_framing_cases():
+    def with_chunks(raw_body):
+        return request("POST /libraries HTTP/1.1", host(), "Content-Type: application/json",
+                       "Transfer-Encoding: chunked", body=raw_body)
+
+    shapes = [
+        ("chunk size 'zz'", b"zz\r\n" + LIBRARY + b"\r\n0\r\n\r\n"),
+        ("chunk size '-12'", b"-12\r\n" + LIBRARY + b"\r\n0\r\n\r\n"),
+        ("chunk size '0x12'", b"0x12\r\n" + LIBRARY + b"\r\n0\r\n\r\n"),
+        ("chunk size '+12'", b"+12\r\n" + LIBRARY + b"\r\n0\r\n\r\n"),
+        ("empty chunk size line", b"\r\n" + LIBRARY + b"\r\n0\r\n\r\n"),
+        ("chunk size with junk after it", b"12 junk\r\n" + LIBRARY + b"\r\n0\r\n\r\n"),
+        ("chunk size of 17 hex digits (overflow)", b"10000000000000012\r\n" + LIBRARY + b"\r\n0\r\n\r\n"),
+        ("chunk size 'fffffff' (256 MiB)", b"fffffff\r\n" + LIBRARY),
+        ("chunk size line with bare LF", b"12\n" + LIBRARY + b"\r\n0\r\n\r\n"),
+        ("chunk data not followed by CRLF", b"12\r\n" + LIBRARY + b"XX0\r\n\r\n"),
+        ("chunk size smaller than its data", b"5\r\n" + LIBRARY + b"\r\n0\r\n\r\n"),
+        ("NUL in a chunk extension", b"12;a=\x00\r\n" + LIBRARY + b"\r\n0\r\n\r\n"),
+        ("bad trailer field", b"12\r\n" + LIBRARY + b"\r\n0\r\nX Bad: trailer\r\n\r\n"),
+    ]
+    return [Case(f"chunked: {name}", with_chunks(body)) for name, body in shapes] + [
+        Case("chunked: truncated in chunk data, then half-close", with_chunks(b"12\r\n" + LIBRARY[:8]),
+             then="half-close"),
+        Case("chunked: no last chunk, then half-close", with_chunks(b"12\r\n" + LIBRARY + b"\r\n"),
+             then="half-close"),
+        Case("chunked: no last chunk, then wait", with_chunks(b"12\r\n" + LIBRARY + b"\r\n"),
+             accept=timed_out, timeout=SLOW_CASE_TIMEOUT),
+    ]
+
+
+def short_body_cases():
+    short = request("POST /libraries HTTP/1.1", host(), "Content-Type: application/json",
+                    "Content-Length: 100", body=LIBRARY)
+    return [
+        Case("body shorter than Content-Length, then half-close", short, then="half-close"),
+        Case("body shorter than Content-Length, then wait", short, accept=timed_out,
+             timeout=SLOW_CASE_TIMEOUT),
+        Case("head never finished, then wait", b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+             accept=timed_out, timeout=SLOW_CASE_TIMEOUT),
+    ]
+
+
+def json_cases(library_id, book_id):
+    def book(extra):
+        return ('{"libraryId":"%s","title":"Hostile book",%s}' % (library_id, extra)).encode()
+
+    digits = "9" * 400
+    return [
+        Case("JSON with invalid UTF-8", post("/libraries", b'{"name":"bad \xff\xfe utf8"}')),
+        Case("JSON with overlong UTF-8", post("/libraries", b'{"name":"over\xc0\xaflong"}')),
+        Case("JSON with a lone surrogate escape", post("/libraries", b'{"name":"lone \\ud800"}')),
+        Case("JSON with a NUL byte", post("/libraries", b'{"name":"nul\x00"}')),
+        Case("JSON nested 100,000 levels ([ only)", post("/libraries", b"[" * 100_000)),
+        Case("JSON nested 100,000 levels in a field",
+             post("/libraries", b'{"name":"deep","address":' + b"[" * 100_000 + b"]" * 100_000 + b"}")),
+        Case("JSON nested 100,000 levels of objects",
+             post("/libraries", b'{"a":' * 100_000 + b"1" + b"}" * 100_000)),
+        Case("publishedYear 1e999999", post("/books", book('"publishedYear":1e999999'))),
+        Case("publishedYear with 400 digits", post("/books", book(f'"publishedYear":{digits}'))),
+        Case("publishedYear with -400 digits", post("/books", book(f'"publishedYear":-{digits}'))),
+        Case("publishedYear 1999.5 (a fraction)", post("/books", book('"publishedYear":1999.5'))),
+        Case("PATCH publishedYear 1e999999",
+             request(f"PATCH /books/{book_id} HTTP/1.1", host(), "Content-Type: application/json",
+                     "Content-Length: 26", body=b'{"publishedYear":1e999999}')),
+        Case("PATCH publishedYear with 400 digits",
+             request(f"PATCH /books/{book_id} HTTP/1.1", host(), "Content-Type: application/json",
+                     f"Content-Length: {18 + len(digits)}", body=f'{{"publishedYear":{digits}}}'.encode())),
+        Case("duplicate JSON keys in POST", post("/libraries", b'{"name":"first","name":"second"}')),
+        Case("duplicate JSON keys in PATCH",
+             request(f"PATCH /books/{book_id} HTTP/1.1", host(), "Content-Type: application/json",
+                     "Content-Length: 27", body=b'{"title":"a","title":"b"}  ')),
+        *[Case(f"POST /libraries with JSON {name}", post("/libraries", body))
+          for name, body in (("array", b'[{"name":"in an array"}]'), ("string", b'"a library"'),
+                             ("number", b"42"), ("null", b"null"), ("true", b"true"), ("empty body", b""))],
+        Case("JSON followed by a second document", post("/libraries", LIBRARY + b'{"name":"x"}')),
+        Case("JSON with a trailing comma", post("/libraries", b'{"name":"comma",}')),
+        Case("JSON in a text/plain body", post("/libraries", LIBRARY, content_type="text/plain")),
+    ]
+
+
+def url_cases():
+    def get(target):
+        return request(f"GET {target} HTTP/1.1", host())
+
+    targets = [
+        "/books/%zz", "/books/%", "/books/%00", "/books/%2", "/libraries/%ff%fe",
+        "/books?limit=%", "/books?fields=%ff", "/books?fields=%zz", "/books?libraryId=%00",
+        *[f"/books?limit={value}" for value in ("0", "-1", "501", "99999999999999999999", "1e3", "abc",
+                                                 "", "50.0", "%2050", "50&limit=50")],
+        "/books?cursor=c" + "a" * 5000, "/books?cursor=%00", "/books?cursor=%C3%A9", "/books?cursor=c%00",
+        "/books?cursor=cZZZ", "/books?cursor=c-1", "/books?cursor=czzzzzzzzzzzzz",
+        "/books?fields=title,nosuchfield", "/books?available=yes",
+    ]
+    cases = [Case(f"GET {_shorten(target, 60)}", get(target)) for target in targets]
+    cases.append(Case("GET /books?cursor= raw UTF-8", request(b"GET /books?cursor=\xc3\xa9 HTTP/1.1", host())))
+    return cases
+
+
+def protocol_cases():
+    return [
+        Case("HTTP/2 preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+        Case("GET /healthz HTTP/1.1 without Host", request("GET /healthz HTTP/1.1")),
+        Case("GET / HTTP/1.1 without Host", request("GET / HTTP/1.1")),
+        Case("HTTP/3.0", request("GET /healthz HTTP/3.0", host())),
+        Case("HTTP/1.2", request("GET /healthz HTTP/1.2", host())),
+        Case("HTTP/1.10", request("GET /healthz HTTP/1.10", host())),
+        Case("lowercase version http/1.1", request("GET /healthz http/1.1", host())),
+        Case("HTTP/0.9-style line, blank line after", b"GET /healthz\r\n\r\n"),
+        Case("HTTP/0.9-style line, then wait", b"GET /healthz\r\n", accept=timed_out,
+             timeout=SLOW_CASE_TIMEOUT),
+        Case("two spaces in request line", request("GET  /healthz HTTP/1.1", host())),
+        Case("absolute-form to another host", request("GET http://other.example/healthz HTTP/1.1",
+                                                      "Host: other.example"),
+             accept=rejected_or(200),
+             note="RFC 9112 3.2.2: a server MUST accept absolute-form; the server has no name to check"),
+        Case("absolute-form to another host, Host mismatch",
+             request("GET https://other.example/healthz HTTP/1.1", host()),
+             accept=rejected_or(200),
+             note="RFC 9112 3.2.2: a server MUST accept absolute-form; the server has no name to check"),
+        Case("absolute-form ftp:// target", request("GET ftp://other.example/healthz HTTP/1.1", host())),
+        Case("authority-form CONNECT", request("CONNECT other.example:443 HTTP/1.1", "Host: other.example:443")),
+        Case("asterisk-form for GET", request("GET * HTTP/1.1", host())),
+        Case("lowercase method get", request("get /healthz HTTP/1.1", host())),
+        Case("unknown method BREW", request("BREW /healthz HTTP/1.1", host())),
+        Case("Expect: 200-ok", request("GET /healthz HTTP/1.1", host(), "Expect: 200-ok")),
+    ]
+
+
+def all_cases(library_id, book_id):
+    return (smuggling_cases() + header_syntax_cases() + size_limit_cases() + chunked_framing_cases()
+            + short_body_cases() + json_cases(library_id, book_id) + url_cases() + protocol_cases())
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+def create_fixtures(port):
+    """One library and one book; returns their JSON as GET returns it."""
+    status, library = http(port, "POST", "/libraries", {"name": "Hostile Test Library", "address": "1 Test St"})
+    if status != 201:
+        raise RuntimeError(f"POST /libraries answered {status}")
+    status, book = http(port, "POST", "/books", {"libraryId": library["id"], "title": "Original Title",
+                                                 "author": "A. Author", "publishedYear": 1999})
+    if status != 201:
+        raise RuntimeError(f"POST /books answered {status}")
+    _, library = http(port, "GET", f"/libraries/{library['id']}")
+    _, book = http(port, "GET", f"/books/{book['id']}")
+    return library, book
+
+
+def run_cases(report, port, cases):
+    """Runs every case concurrently (slow ones wait out the server's timeouts), reports in order."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+        futures = [pool.submit(exchange, port, case.payload, case.then, case.timeout) for case in cases]
+        for case, future in zip(cases, futures):
+            try:
+                outcome = future.result()
+            except OSError as error:
+                report.check(False, f"{case.name}: could not talk to the server: {error!r}")
+                continue
+            ok = case.accept(outcome) and not outcome.garbage
+            note = f" [{case.note}]" if case.note else ""
+            report.check(ok, f"{case.name}: {outcome.describe()}{note}")
+
+
+def check_state(report, server, library, book):
+    started = time.monotonic()
+    status, body = http(server.port, "GET", "/healthz", timeout=2)
+    elapsed = time.monotonic() - started
+    report.check(status == 200 and elapsed < 1, f"GET /healthz afterwards: {status} {body} in {elapsed:.3f} s")
+    for path, expected in (("/libraries?limit=500", library), ("/books?limit=500", book)):
+        status, body = http(server.port, "GET", path)
+        items = body.get("items") if isinstance(body, dict) else None
+        same = status == 200 and items == [expected] and body.get("nextCursor") is None
+        shown = "exactly the item written before the cases, unchanged" if same else f"{status} {body}"
+        report.check(same, f"GET {path} afterwards: {shown}")
+    report.check(server.alive(), "the server process is still alive after all cases")
+
+
+def check_stderr(report, server):
+    lines = server.stderr_lines()
+    bad = [line for line in lines if re.search(r"error|critical", line, re.IGNORECASE)]
+    for line in bad:
+        report.check(False, f"server stderr: {_shorten(line, 200)}")
+    if not bad:
+        report.check(True, f"server stderr has no error or critical line ({len(lines)} lines in all)")
+    for line in lines:
+        if line not in bad:
+            print(f"  (server stderr: {_shorten(line, 200)})")
+
+
+def start_watchdog(server_holder):
+    def expire(*_):
+        print(f"FAIL - the run took more than {TIME_LIMIT} s; stopping", flush=True)
+        if server_holder:
+            server_holder[0].process.kill()
+        print(f"{NAME}: 0 passed, 1 failed", flush=True)
+        os._exit(2)
+
+    signal.signal(signal.SIGALRM, expire)
+    signal.alarm(TIME_LIMIT)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(f"usage: {sys.argv[0]} SERVER_BINARY")
+    report = Report()
+    holder = []
+    start_watchdog(holder)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="hostile-requests-") as workdir:
+        server = Server(os.path.abspath(sys.argv[1]), workdir)
+        holder.append(server)
+        try:
+            library, book = create_fixtures(server.port)
+            print(f"# server on port {server.port}; library {library['id']}, book {book['id']}")
+            run_cases(report, server.port, all_cases(library["id"], book["id"]))
+            check_state(report, server, library, book)
+        finally:
+            status = server.stop()
+        report.check(status == 0, f"the server stopped on SIGTERM with exit status {status}")
+        check_stderr(report, server)
+    print(f"# {time.monotonic() - started:.1f} s")
+    return report.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
