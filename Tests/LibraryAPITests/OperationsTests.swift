@@ -9,10 +9,18 @@ import Testing
         #expect(health.status == 200)
         #expect(health.json["status"] as? String == "ok")
         _ = try live.request("GET", "/books")
+        _ = try live.createLibrary()
         let metrics = try live.request("GET", "/metrics")
         #expect(metrics.header("content-type")?.hasPrefix("text/plain") == true)
         #expect(metrics.text.contains(#"library_http_requests_total{route="/books",method="GET",status="200"} 1"#))
-        #expect(metrics.text.contains("library_http_request_duration_seconds_bucket"))
+        for name in [
+            "library_http_request_duration_seconds_bucket", "library_http_open_connections",
+            "library_sse_subscribers", "library_sse_events_sent_total", "library_sse_changes_coalesced_total",
+            "library_sqlite_write_duration_seconds_count",
+        ] {
+            #expect(metrics.text.contains(name), "\(name)")
+        }
+        #expect(metrics.text.contains("library_sqlite_write_duration_seconds_count 1\n"))
         let spec = try live.request("GET", "/openapi.yaml")
         #expect(spec.status == 200)
         #expect(spec.text.hasPrefix("openapi: 3.1"))
@@ -20,24 +28,47 @@ import Testing
 
     @Test func writes_NeedTheTokenWhenOneIsConfigured() throws {
         let live = try LiveServer(token: "s3cret")
-        let missing = try live.request("POST", "/libraries", body: #"{"name":"x"}"#)
-        #expect(missing.status == 401)
-        #expect(missing.header("www-authenticate")?.hasPrefix("Bearer") == true)
-        #expect(
-            try live.request("POST", "/libraries", headers: ["Authorization": "Bearer wrong"], body: #"{"name":"x"}"#)
-                .status == 401)
-        let created = try live.request(
-            "POST", "/libraries", headers: ["Authorization": "Bearer s3cret"], body: #"{"name":"x"}"#)
+        let authorized = ["Authorization": "Bearer s3cret"]
+        let created = try live.request("POST", "/libraries", headers: authorized, body: #"{"name":"x"}"#)
         #expect(created.status == 201)
-        let id = try #require(created.json["id"] as? String)
-        for (method, path) in [
-            ("PUT", "/libraries/\(id)"), ("PATCH", "/libraries/\(id)"), ("DELETE", "/libraries/\(id)"),
-            ("POST", "/books"),
-        ] {
-            #expect(try live.request(method, path, body: "{}").status == 401, "\(method) \(path)")
+        let library = try #require(created.json["id"] as? String)
+        let book = try #require(
+            try live.request(
+                "POST", "/books", headers: authorized, body: #"{"libraryId":"\#(library)","title":"T"}"#
+            ).json["id"] as? String)
+        let before = try live.request("GET", "/books/\(book)").text
+
+        let writes = [
+            ("POST", "/libraries", #"{"name":"y"}"#),
+            ("PUT", "/libraries/\(library)", #"{"name":"y"}"#),
+            ("PATCH", "/libraries/\(library)", #"{"name":"y"}"#),
+            ("DELETE", "/libraries/\(library)", ""),
+            ("POST", "/libraries/\(library)/books", #"{"title":"U"}"#),
+            ("POST", "/books", #"{"libraryId":"\#(library)","title":"U"}"#),
+            ("PUT", "/books/\(book)", #"{"libraryId":"\#(library)","title":"U"}"#),
+            ("PATCH", "/books/\(book)", #"{"title":"U"}"#),
+            ("DELETE", "/books/\(book)", ""),
+        ]
+        let refused: [[String: String]] = [
+            [:], ["Authorization": "Bearer wrong!"], ["Authorization": "Bearer s3creT"],
+            ["Authorization": "Bearer s3cret2"], ["Authorization": "Basic czNjcmV0"], ["Authorization": "s3cret"],
+        ]
+        for (method, path, body) in writes {
+            for headers in refused {
+                let response = try live.request(method, path, headers: headers, body: body)
+                #expect(response.status == 401, "\(method) \(path) \(headers)")
+                #expect(response.header("www-authenticate")?.hasPrefix("Bearer") == true)
+            }
         }
-        #expect(try live.request("GET", "/libraries/\(id)").status == 200)
-        #expect(try live.request("GET", "/libraries").status == 200)
+        // Nothing was written, and reads and streams stay open.
+        #expect(try live.request("GET", "/books/\(book)").text == before)
+        #expect((try live.request("GET", "/libraries").json["items"] as? [Any])?.count == 1)
+        #expect(try live.request("GET", "/libraries/\(library)/books").status == 200)
+        let stream = try live.events("/books/\(book)/events?fields=title")
+        #expect(stream.head.status == 200)
+        #expect(try stream.next()?.event == "snapshot")
+        #expect(try live.request("PATCH", "/books/\(book)", headers: authorized, body: #"{"title":"V"}"#).status == 200)
+        #expect(try stream.next()?.json["title"] as? String == "V")
     }
 
     @Test func cors_AnswersPreflightAndExposesHeaders() throws {
@@ -51,6 +82,11 @@ import Testing
         #expect(preflight.header("access-control-allow-methods")?.contains("POST") == true)
         let get = try live.request("GET", "/books", headers: ["Origin": "https://app.example"])
         #expect(get.header("access-control-expose-headers")?.contains("ETag") == true)
+        // EventSource from the allowed origin: a plain GET whose answer must carry the origin.
+        let library = try live.createLibrary()
+        let stream = try live.events("/libraries/\(library)/events", headers: ["Origin": "https://app.example"])
+        #expect(stream.head.header("access-control-allow-origin") == "https://app.example")
+        #expect(try stream.next()?.event == "snapshot")
         let other = try live.request("GET", "/books", headers: ["Origin": "https://evil.example"])
         #expect(other.header("access-control-allow-origin") == nil)
         let off = try LiveServer()

@@ -88,7 +88,7 @@ import Testing
         #expect(renamed.title == "Dune Messiah")
     }
 
-    @Test func update_ChecksExistenceThenPreconditionThenValues() throws {
+    @Test func update_ChecksExistenceThenValuesThenPrecondition() throws {
         let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "A")) }
         func kind(_ body: @escaping @Sendable (LibraryWriter) throws -> Void) -> StoreError.Kind? {
             do {
@@ -101,6 +101,9 @@ import Testing
         #expect(kind { _ = try $0.updateLibrary(id: Identifier.make(), if: .none) { $0 } } == .notFound)
         #expect(
             kind { _ = try $0.updateLibrary(id: library.id, if: .versions([9])) { _ in LibraryDraft(name: "") } }
+                == .invalid([FieldError("name", "must be 1 to 200 characters long")]))
+        #expect(
+            kind { _ = try $0.updateLibrary(id: library.id, if: .versions([9])) { _ in LibraryDraft(name: "B") } }
                 == .preconditionFailed)
         #expect(
             kind { _ = try $0.updateLibrary(id: library.id, if: .none) { _ in LibraryDraft(name: "") } }

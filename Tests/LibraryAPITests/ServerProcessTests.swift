@@ -1,0 +1,105 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// The built binary as operators run it: graceful shutdown, request logs, metrics.
+@Suite struct ServerProcessTests {
+    /// `library-server` running in a child process on a free port.
+    final class ServerProcess {
+        let process = Process()
+        let port: Int
+        private let errors = Pipe()
+
+        init(_ arguments: [String]) throws {
+            process.executableURL = CommandLineTests.binary
+            process.arguments = ["--port", "0"] + arguments
+            process.environment = [:]
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = errors
+            try process.run()
+            var line = ""
+            while !line.hasSuffix("\n") {
+                let byte = out.fileHandleForReading.readData(ofLength: 1)
+                guard !byte.isEmpty else { break }
+                line += String(decoding: byte, as: UTF8.self)
+            }
+            guard let port = Int(line.split(separator: ":").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "")
+            else { throw TestError("no ready line: \(line)") }
+            self.port = port
+        }
+
+        deinit { if process.isRunning { process.terminate() } }
+
+        /// Sends SIGTERM, waits for the exit and returns the status and everything logged.
+        func stop() -> (status: Int32, log: String) {
+            process.terminate()
+            process.waitUntilExit()
+            let log = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            return (process.terminationStatus, log)
+        }
+    }
+
+    @Test func sigterm_FinishesInFlightRequestsEndsStreamsAndCheckpoints() throws {
+        try withTemporaryFile { path in
+            let server = try ServerProcess(["--database", path, "--log-level", "notice"])
+            let created = try TestConnection(port: server.port).request(
+                "POST", "/libraries", body: #"{"name":"Before"}"#)
+            let library = try #require(created.json["id"] as? String)
+            let stream = try EventStreamClient(port: server.port, path: "/libraries/\(library)/events")
+            #expect(try stream.next()?.event == "snapshot")
+
+            // A request whose body is still arriving when the signal comes.
+            let body = #"{"name":"In flight"}"#
+            let inFlight = try TestConnection(port: server.port)
+            try inFlight.send(
+                "POST /libraries HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: \(body.utf8.count)\r\n\r\n" + body.prefix(5))
+            usleep(200_000)
+            server.process.terminate()
+            usleep(300_000)
+            try inFlight.send(String(body.dropFirst(5)))
+            let answer = try inFlight.readResponse()
+            #expect(answer.status == 201)
+            #expect(answer.header("connection") == "close")
+
+            #expect(stream.drain(quiet: 3000).isEmpty)
+            #expect(stream.ended, "the event stream ends at shutdown")
+            let (status, log) = server.stop()
+            #expect(status == 0)
+            #expect(log.contains("stopping") && log.contains("stopped"))
+            let wal = (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
+            #expect(wal == 0, "the WAL is checkpointed into the database at shutdown")
+
+            let again = try ServerProcess(["--database", path, "--log-level", "warning"])
+            let names =
+                try TestConnection(port: again.port).request("GET", "/libraries").json["items"] as? [[String: Any]]
+            #expect(Set(names?.compactMap { $0["name"] as? String } ?? []) == ["Before", "In flight"])
+            #expect(again.stop().status == 0)
+        }
+    }
+
+    @Test func requestLog_IsOneLinePerRequestWithItsID() throws {
+        let server = try ServerProcess(["--database", ":memory:", "--log-level", "info"])
+        let missing = "/books/3f2a9c1e-8b4d-4e6f-9a1b-2c3d4e5f6a7b"
+        let response = try TestConnection(port: server.port).request(
+            "GET", missing, headers: ["X-Request-ID": "trace-42"])
+        #expect(response.header("x-request-id") == "trace-42")
+        let generated = try TestConnection(port: server.port).request("GET", "/healthz").header("x-request-id")
+        let log = server.stop().log
+        let lines = log.split(separator: "\n").filter { $0.contains(" request ") }
+        #expect(lines.count == 2)
+        let first = try #require(lines.first)
+        for field in ["method=GET", "route=/books/{id}", "status=404", "duration_ms=", "request_id=trace-42"] {
+            #expect(first.contains(field), "\(field) in \(first)")
+        }
+        #expect(lines.last?.contains("request_id=\(generated ?? "?")") == true)
+        #expect(log.contains("applied migration"), "startup migrations are logged")
+    }
+
+    @Test func logLevelWarning_KeepsRequestsOutOfTheLog() throws {
+        let server = try ServerProcess(["--database", ":memory:", "--log-level", "warning"])
+        _ = try TestConnection(port: server.port).request("GET", "/healthz")
+        #expect(!server.stop().log.contains(" request "))
+    }
+}
