@@ -8,6 +8,13 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
 ]
 
+// `LIBRARY_FUZZ=1 swift build --product library-fuzz` (scripts/fuzz.sh) instruments the parsers and
+// the fuzz target for libFuzzer, with AddressSanitizer. Set through the environment, not -Xswiftc,
+// so the build plugin's tool is left alone.
+let fuzzing = Context.environment["LIBRARY_FUZZ"] == "1"
+let fuzzSettings: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"]), .define("FUZZING")] : []
+let fuzzLinkerSettings: [LinkerSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address", "-use-ld=lld"])] : []
+
 let package = Package(
     name: "library-server",
     products: [
@@ -29,7 +36,7 @@ let package = Package(
         // A small SQLite layer: connection, statement, migrator.
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
         // HTTP/1.1 on non-blocking sockets and epoll. Knows nothing about books.
-        .target(name: "HTTPServer", dependencies: ["CSystemLinux"], swiftSettings: swiftSettings),
+        .target(name: "HTTPServer", dependencies: ["CSystemLinux"], swiftSettings: swiftSettings + fuzzSettings),
         // Records, validation and persistence of libraries and books.
         .target(
             name: "LibraryDomain",
@@ -41,7 +48,7 @@ let package = Package(
         .target(
             name: "LibraryAPI",
             dependencies: ["HTTPServer", "LibraryDomain", .product(name: "Logging", package: "swift-log")],
-            swiftSettings: swiftSettings,
+            swiftSettings: swiftSettings + fuzzSettings,
             plugins: ["EmbedFiles"]
         ),
         // Configuration and wiring only.
@@ -54,6 +61,14 @@ let package = Package(
         ),
 
         // Build-time embedding of Migrations/*.sql and openapi.yaml into the binary.
+        // Fuzz targets for the HTTP parser and the JSON body decoders; scripts/fuzz.sh runs them.
+        .executableTarget(
+            name: "library-fuzz",
+            dependencies: ["HTTPServer", "LibraryAPI"],
+            swiftSettings: swiftSettings + fuzzSettings,
+            linkerSettings: fuzzLinkerSettings
+        ),
+
         .executableTarget(name: "EmbedFilesTool", swiftSettings: swiftSettings),
         .plugin(name: "EmbedFiles", capability: .buildTool(), dependencies: ["EmbedFilesTool"]),
 

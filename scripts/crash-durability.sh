@@ -398,7 +398,7 @@ start_server() {
         >"$WORK/server-$generation.out" 2>"$WORK/server-$generation.err" &
     SERVER_PID=$!
     for ((i = 0; i < 100; i++)); do
-        line=$(head -n 1 "$WORK/server-$generation.out")
+        line=$(head -n 1 "$WORK/server-$generation.out" 2>/dev/null)
         [[ -z $line ]] || break
         kill -0 "$SERVER_PID" 2>/dev/null || break
         sleep 0.1
@@ -482,6 +482,7 @@ crash_round() {
     WRITER_PID=$!
     sleep "$delay"
     kill_server
+    echo "# round $round: killed; the WAL file had $(stat -c %s "$DB-wal" 2>/dev/null || echo no) bytes"
     wait "$WRITER_PID" || fail "round $round: the writer exited with status $? ($(tail -n 1 "$WORK/writer-$round.err"))"
     WRITER_PID=""
     if ! start_server "$round"; then
@@ -511,8 +512,10 @@ done
 
 if [[ -n $SERVER_PID ]]; then
     status=0
+    started=$(date +%s%N)
     stop_server || status=$?
-    check "SIGTERM stops the server with exit status 0 (got $status)" test "$status" = 0
+    check "SIGTERM stops the server with exit status 0 (got $status, in $((($(date +%s%N) - started) / 1000000)) ms)" \
+        test "$status" = 0
     check "the WAL is checkpointed on the clean shutdown: ${DB##*/}-wal is empty or gone" wal_empty_or_gone
     check "PRAGMA integrity_check is ok on the closed database" integrity_ok "file:$DB?mode=ro"
 fi

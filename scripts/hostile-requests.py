@@ -52,6 +52,7 @@ HOST = "127.0.0.1"
 TIME_LIMIT = 120  # seconds for the whole run; a watchdog stops everything past it
 CASE_TIMEOUT = 5.0  # seconds a case may take to be answered (or closed)
 SLOW_CASE_TIMEOUT = 15.0  # for cases that must run into the server's 10 s request timeout
+EOF_REACTION = 2.0  # seconds within which a client's end-of-stream must end a pending request
 CRLF = b"\r\n"
 
 
@@ -165,6 +166,8 @@ class Outcome:
 
 
 def _shorten(text, limit):
+    """`text` cut to `limit` characters, with control characters escaped (it is printed as is)."""
+    text = "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
@@ -241,7 +244,7 @@ def problem_detail(body):
         return ""
 
 
-def watch_after_response(sock, outcome, seconds=1.0):
+def watch_after_response(sock, outcome, seconds=EOF_REACTION):
     """After a response: does the server close, keep the connection, or (wrongly) send more?"""
     deadline = time.monotonic() + seconds
     try:
@@ -259,13 +262,20 @@ def watch_after_response(sock, outcome, seconds=1.0):
 
 
 def exchange(port, payload, then=None, timeout=CASE_TIMEOUT):
-    """Sends raw bytes on a fresh connection, optionally half-closes, and reads what comes back."""
+    """Sends raw bytes on a fresh connection, optionally half-closes, and reads what comes back.
+
+    With then="half-close" the bytes are corked so that our FIN travels in the same TCP segment as
+    the last of them: the server sees data and end-of-stream at once, every time (without the cork
+    it depends on scheduling whether it wakes up between the two).
+    """
     started = time.monotonic()
     deadline = started + timeout
     outcome = Outcome()
     with connect(port, timeout) as sock:
         try:
             sock.settimeout(timeout)
+            if then == "half-close":
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
             sock.sendall(payload)
             if then == "half-close":
                 sock.shutdown(socket.SHUT_WR)
@@ -341,6 +351,11 @@ def timed_out(outcome):
     return (outcome.status == 408 or outcome.closed_silently) and outcome.seconds <= SLOW_CASE_TIMEOUT
 
 
+def ended_on_eof(outcome):
+    """After our half-close the request can never complete: rejected, and at once, not at a timeout."""
+    return rejected(outcome) and outcome.seconds < EOF_REACTION
+
+
 def rejected_or(normal_status):
     """For shapes RFC 9112 lets a server accept: rejected, or the normal answer."""
     return lambda outcome: rejected(outcome) or outcome.status == normal_status
@@ -354,6 +369,12 @@ class Case:
     then: Optional[str] = None  # "half-close": shut our sending side after the payload
     timeout: float = CASE_TIMEOUT
     note: str = ""
+
+
+def half_closed(name, payload):
+    """A case that sends an incomplete request and its end-of-stream together."""
+    return Case(name, payload, accept=ended_on_eof, then="half-close", timeout=SLOW_CASE_TIMEOUT,
+                note=f"our FIN came with the bytes; expected a close or 4xx within {EOF_REACTION:.0f} s")
 
 
 def smuggling_cases():
@@ -467,10 +488,8 @@ def chunked_framing_cases():
         ("bad trailer field", b"12\r\n" + LIBRARY + b"\r\n0\r\nX Bad: trailer\r\n\r\n"),
     ]
     return [Case(f"chunked: {name}", with_chunks(body)) for name, body in shapes] + [
-        Case("chunked: truncated in chunk data, then half-close", with_chunks(b"12\r\n" + LIBRARY[:8]),
-             then="half-close"),
-        Case("chunked: no last chunk, then half-close", with_chunks(b"12\r\n" + LIBRARY + b"\r\n"),
-             then="half-close"),
+        half_closed("chunked: truncated in chunk data, then half-close", with_chunks(b"12\r\n" + LIBRARY[:8])),
+        half_closed("chunked: no last chunk, then half-close", with_chunks(b"12\r\n" + LIBRARY + b"\r\n")),
         Case("chunked: no last chunk, then wait", with_chunks(b"12\r\n" + LIBRARY + b"\r\n"),
              accept=timed_out, timeout=SLOW_CASE_TIMEOUT),
     ]
@@ -480,7 +499,8 @@ def short_body_cases():
     short = request("POST /libraries HTTP/1.1", host(), "Content-Type: application/json",
                     "Content-Length: 100", body=LIBRARY)
     return [
-        Case("body shorter than Content-Length, then half-close", short, then="half-close"),
+        half_closed("body shorter than Content-Length, then half-close", short),
+        half_closed("head never finished, then half-close", b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"),
         Case("body shorter than Content-Length, then wait", short, accept=timed_out,
              timeout=SLOW_CASE_TIMEOUT),
         Case("head never finished, then wait", b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n",
@@ -598,7 +618,7 @@ def create_fixtures(port):
 
 def run_cases(report, port, cases):
     """Runs every case concurrently (slow ones wait out the server's timeouts), reports in order."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=64) as pool:
         futures = [pool.submit(exchange, port, case.payload, case.then, case.timeout) for case in cases]
         for case, future in zip(cases, futures):
             try:
@@ -623,6 +643,14 @@ def check_state(report, server, library, book):
         shown = "exactly the item written before the cases, unchanged" if same else f"{status} {body}"
         report.check(same, f"GET {path} afterwards: {shown}")
     report.check(server.alive(), "the server process is still alive after all cases")
+
+
+def check_eof_after_request(report, port):
+    """A complete keep-alive request sent together with our FIN: answered, then closed at once."""
+    outcome = exchange(port, request("GET /healthz HTTP/1.1", host()), then="half-close")
+    report.check(outcome.status == 200 and outcome.after == "closed",
+                 f"GET /healthz then half-close (FIN in the same segment): {outcome.describe()}"
+                 f" [expected 200, then a close within {EOF_REACTION:.0f} s]")
 
 
 def check_stderr(report, server):
@@ -663,6 +691,7 @@ def main():
             library, book = create_fixtures(server.port)
             print(f"# server on port {server.port}; library {library['id']}, book {book['id']}")
             run_cases(report, server.port, all_cases(library["id"], book["id"]))
+            check_eof_after_request(report, server.port)
             check_state(report, server, library, book)
         finally:
             status = server.stop()

@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # Storage faults: library-server answers 503, stays up, says why, and recovers by itself.
 #
-# The contract: a write the database cannot take now is a 503 application/problem+json (never a
-# 500, never a crash), and a fixed storage fault needs no restart. Three faults, each on a fresh
-# server and database:
+# Expected: a write the database cannot take now is a 503 application/problem+json (never a 500,
+# never a crash), and once the storage fault is fixed, writes work again without a restart. Three
+# faults, each on a fresh server and database:
 #
-#   a. Read-only database. While the server runs, `chattr +i` makes the database file, its `-wal`
-#      and its directory immutable: writes through the server's already-open descriptors fail with
-#      EPERM, and no file can be created. (Permissions cannot do this: they are checked at open(),
-#      and root ignores them. A read-only bind mount cannot either: remounting read-only fails, or
-#      misses the open files. The `-shm` file stays writable because SQLite maps it in memory: an
-#      immutable mapped file turns the next store into SIGBUS, which kills any SQLite process.)
-#      Checks: reads still work, writes are 503 problems, a log line names the SQLite error, and
-#      after `chattr -i` writes work again without a restart. Then, with the server stopped, the
-#      same immutable file at start-up: the server must refuse in one clear stderr line, exit != 0.
+#   a. Read-only database, two ways:
+#      - while the server runs: `chattr +i` makes the database file, its `-wal` and its directory
+#        immutable, so writes through the server's already-open descriptors fail (EPERM) and no
+#        file can be created. Permissions cannot do this (checked at open() only, and root ignores
+#        them), nor can a read-only bind mount (remounting it read-only is refused as busy while
+#        files are open for writing through it; files opened by another path are unaffected).
+#        The `-shm` file stays writable: SQLite maps it in memory, and a store into an immutable
+#        mapped file is a SIGBUS that kills any SQLite process, not a test of the server.
+#        Checks: reads still work, writes are 503 problems, a log line names the SQLite error,
+#        and after `chattr -i` writes work again without a restart.
+#      - at start-up: the server starts on a read-only bind mount of the database directory. With
+#        the empty `-wal` and the `-shm` that any read-only reader (here the sqlite3 CLI) leaves,
+#        SQLite opens the file read-only; the same checks, with the mount made writable again as
+#        the fix. With the database file alone, it must refuse to start: one stderr line, exit != 0.
 #   b. Full disk. The database lives on a 2 MiB tmpfs next to a 256 KiB filler file; large books
 #      are POSTed until the disk is full. Checks: only 201 or 503 (the failing writes are 503),
 #      reads work, a log line says the disk is full; after deleting the filler, writes succeed
@@ -28,7 +33,7 @@
 #
 # Usage: scripts/storage-faults.sh [SERVER_BINARY]   (default .build/debug/library-server)
 # Needs root (chattr, mount), bash, curl, python3 and the sqlite3 CLI (installed with apt-get when
-# missing). Talks to 127.0.0.1 only, stops itself after 150 s (normally ~20 s), undoes every
+# missing). Talks to 127.0.0.1 only, stops itself after 150 s (normally ~15 s), undoes every
 # attribute and mount it made. Prints "storage-faults: N passed, M failed"; exits non-zero on failure.
 set -euo pipefail
 
@@ -71,6 +76,7 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/$NAME.XXXXXX")
 SERVER_PID=""
 LOCK_PID=""
 WATCHDOG_PID=""
+MOUNTS=() # made by this script, unmounted last first
 
 stop_pid() { # stop_pid PID: SIGTERM, up to 5 s, then SIGKILL; reaps it
     local pid=$1 i
@@ -91,8 +97,11 @@ cleanup() {
     stop_pid "$LOCK_PID"
     stop_pid "$SERVER_PID"
     stop_pid "$WATCHDOG_PID"
+    local i
+    for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
+        umount "${MOUNTS[i]}" 2>/dev/null || umount -l "${MOUNTS[i]}" || true
+    done
     chattr -R -i "$WORK" 2>/dev/null || true
-    if mountpoint -q "$WORK/full"; then umount "$WORK/full" || umount -l "$WORK/full"; fi
     rm -rf "$WORK"
     exit "$status"
 }
@@ -126,7 +135,7 @@ start_server() {
     "$SERVER" --port 0 --database "$database" --log-level warning >"$WORK/$2.out" 2>"$LOG" &
     SERVER_PID=$!
     for ((i = 0; i < 100; i++)); do
-        line=$(head -n 1 "$WORK/$2.out")
+        line=$(head -n 1 "$WORK/$2.out" 2>/dev/null)
         [[ -z $line ]] || break
         kill -0 "$SERVER_PID" 2>/dev/null || break
         sleep 0.1
@@ -200,6 +209,11 @@ patch_title() { # patch_title TITLE: PATCHes the book's title; sets STATUS
     http PATCH "/books/$BOOK" "{\"title\":\"$1\"}"
 }
 
+BIG=$(printf 'x%.0s' {1..480})
+post_big_book() { # post_big_book N: POSTs a book of about 800 bytes of text; sets STATUS
+    http POST /books "{\"libraryId\":\"$LIBRARY\",\"title\":\"$1 $BIG\",\"author\":\"${BIG:0:300}\"}"
+}
+
 # reads_work: GET /books/$BOOK answers 200 with the last acknowledged title.
 reads_work() {
     http GET "/books/$BOOK"
@@ -211,19 +225,21 @@ reads_work() {
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 WRITE_MS=0
-# expect_unavailable_write FAULT: a PATCH during the fault is a 503 problem (sets WRITE_MS).
+# expect_unavailable_write FAULT: a POST during the fault is a 503 problem (sets WRITE_MS).
+# (A large POST: on a full disk a smaller write may still fit in the WAL's already allocated space.)
 expect_unavailable_write() {
     local started
     started=$(now_ms)
-    patch_title "during the fault"
+    post_big_book "during the fault"
     WRITE_MS=$(($(now_ms) - started))
     check "$1: a write answers 503 problem+json (got $STATUS after $WRITE_MS ms, Retry-After: $(header Retry-After))" \
         unavailable_problem
 }
 
-# log_reason PATTERN: the error of the first "storage failure" line of the log matching PATTERN.
+# log_reason PATTERN: the error of the first "storage failure" line of the log matching PATTERN,
+# without the SQL text.
 log_reason() {
-    grep -m 1 "storage failure.*$1" "$LOG" | grep -o 'error="[^"]*"'
+    grep -m 1 "storage failure.*$1" "$LOG" | grep -o 'error="[^"]*"' | sed 's/ in `.*/"/'
 }
 
 # expect_fault_handled FAULT LOG_PATTERN: the checks every fault shares, while it lasts.
@@ -239,15 +255,18 @@ expect_fault_handled() {
         test "$STATUS" = "$([[ $reads == 1 ]] && echo 200 || echo 503)"
     check "$fault: the server is still running" server_alive
     check "$fault: the log says why: $(log_reason "$pattern" || echo "no storage failure line with '$pattern'")" \
-        log_reason "$pattern"
+        grep -q "storage failure.*$pattern" "$LOG"
 }
 
-# expect_recovered FAULT: without a restart, a write succeeds and is read back.
+# expect_recovered FAULT [WHEN]: a write (PATCH of the title) succeeds and is read back.
 expect_recovered() {
-    patch_title "after the fault"
-    if [[ $STATUS == 200 ]]; then TITLE="after the fault"; fi
-    check "$1: once the fault is gone, a write succeeds without a restart (got $STATUS)" test "$STATUS" = 200
-    check "$1: and is read back" reads_work
+    local title="after the fault $RANDOM" patched
+    patch_title "$title"
+    patched=$STATUS
+    [[ $patched != 200 ]] || TITLE=$title
+    check "$1: ${2:-once the fault is gone, a write succeeds without a restart} (got $patched)" \
+        test "$patched" = 200
+    [[ $patched != 200 ]] || check "$1: and the new title is read back" reads_work
 }
 
 integrity_ok() { # integrity_ok DATABASE: PRAGMA integrity_check answers exactly "ok"
@@ -258,9 +277,11 @@ integrity_ok() { # integrity_ok DATABASE: PRAGMA integrity_check answers exactly
 
 # expect_clean_stop FAULT DATABASE: SIGTERM exits 0 and the database passes integrity_check.
 expect_clean_stop() {
-    local status=0
+    local status=0 started
+    started=$(now_ms)
     stop_server || status=$?
-    check "$1: SIGTERM stops the server with exit status 0 (got $status)" test "$status" = 0
+    check "$1: SIGTERM stops the server with exit status 0 (got $status, in $(($(now_ms) - started)) ms)" \
+        test "$status" = 0
     if [[ -e $2-wal ]]; then
         note "$1: after the stop, the -wal file has $(stat -c %s "$2-wal") bytes"
     else
@@ -273,31 +294,65 @@ expect_clean_stop() {
 # a. read-only database
 # =================================================================================================
 
-immutable() { chattr "$1" "$WORK/ro/library.sqlite" "$WORK/ro"; [[ ! -e $WORK/ro/library.sqlite-wal ]] ||
-    chattr "$1" "$WORK/ro/library.sqlite-wal"; }
+RO=$WORK/ro         # the database directory
+VIEW=$WORK/ro-view  # a bind mount of it, read-only or not
+
+immutable() { # immutable +i|-i: the database file, its -wal (when there is one) and its directory
+    chattr "$1" "$RO/library.sqlite" "$RO"
+    [[ ! -e $RO/library.sqlite-wal ]] || chattr "$1" "$RO/library.sqlite-wal"
+}
 
 read_only_while_running() {
     local fault="read-only (chattr +i while running)"
-    mkdir "$WORK/ro"
-    start_server "$WORK/ro/library.sqlite" read-only || { fail "$fault: the server starts"; return; }
+    mkdir "$RO"
+    start_server "$RO/library.sqlite" read-only || { fail "$fault: the server starts"; return 1; }
     make_book "$fault" || return
     immutable +i
     expect_fault_handled "$fault" "SQLite error"
-    http POST /books "{\"libraryId\":\"$LIBRARY\",\"title\":\"new during the fault\"}"
-    check "$fault: a POST answers 503 problem+json too (got $STATUS)" unavailable_problem
+    patch_title "during the fault"
+    check "$fault: a PATCH answers 503 problem+json too (got $STATUS)" unavailable_problem
     immutable -i
     expect_recovered "$fault"
-    expect_clean_stop "$fault" "$WORK/ro/library.sqlite"
+    expect_clean_stop "$fault" "$RO/library.sqlite"
 }
 
+view_mode() { mount -o "remount,$1,bind" "$VIEW"; } # view_mode ro|rw
+
+# read_only_at_start: the database has been read by a read-only sqlite3, which leaves an empty
+# -wal and a -shm behind (as any read-only reader does); the server starts on a read-only mount.
 read_only_at_start() {
-    local fault="read-only (immutable at start-up)" status=running lines i
-    immutable +i
-    LOG=$WORK/read-only-start.err
-    "$SERVER" --port 0 --database "$WORK/ro/library.sqlite" >/dev/null 2>"$LOG" &
+    local fault="read-only (bind mount, at start-up)"
+    timeout 10 sqlite3 "file:$RO/library.sqlite?mode=ro" 'SELECT count(*) FROM books;' >/dev/null
+    mkdir "$VIEW"
+    if ! mount --bind "$RO" "$VIEW"; then
+        fail "$fault: a bind mount of the database directory"
+        return 1
+    fi
+    MOUNTS+=("$VIEW")
+    view_mode ro
+    note "$fault: files in it: $(ls "$VIEW" | tr '\n' ' ')"
+    if ! start_server "$VIEW/library.sqlite" read-only-start; then
+        fail "$fault: the server starts and serves reads (it refused: $(head -n 1 "$LOG"))"
+        return
+    fi
+    expect_fault_handled "$fault" "readonly"
+    view_mode rw
+    expect_recovered "$fault" "once the mount is writable again, a write succeeds without a restart"
+    expect_clean_stop "$fault" "$RO/library.sqlite"
+    start_server "$VIEW/library.sqlite" read-write-restart || { fail "$fault: the server restarts"; return 1; }
+    expect_recovered "$fault" "after a restart on the writable mount, a write succeeds"
+    expect_clean_stop "$fault" "$RO/library.sqlite"
+    view_mode ro
+}
+
+# refuses_to_start DATABASE: the server exits within 5 s, non-zero, with one line on stderr.
+refuses_to_start() {
+    local fault="read-only (bind mount, at start-up, database file alone)" status=running i
+    LOG=$WORK/refused.err
+    "$SERVER" --port 0 --database "$1" >/dev/null 2>"$LOG" &
     SERVER_PID=$!
     for ((i = 0; i < 50; i++)); do
-        kill -0 "$SERVER_PID" 2>/dev/null || break
+        server_alive || break
         sleep 0.1
     done
     if server_alive; then
@@ -307,12 +362,20 @@ read_only_at_start() {
         wait "$SERVER_PID" || status=$?
         SERVER_PID=""
     fi
-    immutable -i
-    lines=$(wc -l <"$LOG")
-    check "$fault: the server refuses to start within 5 s, exit status != 0 (got $status)" \
+    check "$fault: the server refuses to start, exit status != 0 (got $status)" \
         test "$status" != running -a "$status" != 0
-    check "$fault: with one line on stderr: $(head -n 1 "$LOG")" test "$lines" = 1
-    check "$fault: PRAGMA integrity_check is ok afterwards" integrity_ok "$WORK/ro/library.sqlite"
+    check "$fault: with one line on stderr: $(head -n 1 "$LOG")" test "$(wc -l <"$LOG")" = 1
+}
+
+read_only() {
+    read_only_while_running || return
+    read_only_at_start || return
+    view_mode rw
+    rm -f "$RO/library.sqlite-wal" "$RO/library.sqlite-shm" # the -wal is empty: nothing is lost
+    view_mode ro
+    refuses_to_start "$VIEW/library.sqlite"
+    view_mode rw
+    check "read-only: PRAGMA integrity_check is ok at the end" integrity_ok "$RO/library.sqlite"
 }
 
 # =================================================================================================
@@ -322,14 +385,14 @@ read_only_at_start() {
 FILLED=0
 # fill_disk: POSTs large books until 3 writes in a row fail (at most 400); counts 201s in FILLED.
 fill_disk() {
-    local fault=$1 i failures=0 statuses="" big
-    big=$(printf 'x%.0s' {1..480})
+    local fault=$1 i failures=0 statuses=""
     for ((i = 0; i < 400 && failures < 3; i++)); do
-        http POST /books "{\"libraryId\":\"$LIBRARY\",\"title\":\"$i $big\",\"author\":\"${big:0:300}\"}"
-        statuses+=" $STATUS"
+        post_big_book "$i"
+        statuses+="$STATUS "
         if [[ $STATUS == 201 ]]; then FILLED=$((FILLED + 1)); failures=0; else failures=$((failures + 1)); fi
     done
-    note "$fault: answers while filling: $(tr ' ' '\n' <<<"$statuses" | sort | uniq -c | tr -s ' \n' ' ')"
+    note "$fault: answers while filling: $(tr ' ' '\n' <<<"$statuses" | grep . | sort | uniq -c |
+        awk '{printf "%s%s x %s", (NR > 1 ? ", " : ""), $1, $2}')"
     check "$fault: the disk filled up ($FILLED books written, then 3 failures in a row)" test "$failures" = 3
     check "$fault: every answer while filling was 201 or 503, never a 500 or another status" \
         test -z "$(tr ' ' '\n' <<<"$statuses" | grep -Ev '^(201|503|)$')"
@@ -338,7 +401,11 @@ fill_disk() {
 full_disk() {
     local fault="full disk (2 MiB tmpfs)" fs=$WORK/full count
     mkdir "$fs"
-    mount -t tmpfs -o size=2m,mode=0700 "$NAME" "$fs" || { fail "$fault: mount a 2 MiB tmpfs"; return; }
+    if ! mount -t tmpfs -o size=2m,mode=0700 "$NAME" "$fs"; then
+        fail "$fault: mount a 2 MiB tmpfs"
+        return
+    fi
+    MOUNTS+=("$fs")
     head -c 262144 /dev/zero >"$fs/filler"
     start_server "$fs/library.sqlite" full || { fail "$fault: the server starts"; return; }
     make_book "$fault" || return
@@ -402,8 +469,7 @@ locked() {
 # --- run ----------------------------------------------------------------------------------------
 
 note "$NAME: $SERVER, work directory $WORK"
-read_only_while_running
-read_only_at_start
+read_only
 full_disk
 locked
 echo "$NAME: $passed passed, $failed failed"
