@@ -29,11 +29,16 @@ package final class Connection {
         self.handle = handle
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
-        do {
+        do throws(SQLiteError) {
             // Reading the schema here makes a file that is not a database fail at open, not later.
             try execute("PRAGMA foreign_keys = ON; SELECT count(*) FROM sqlite_schema;")
             switch role {
             case .writer:
+                // SQLite opens a file it cannot write read-only without a word; every write would
+                // then fail until a restart, so refuse now, while the operator is looking.
+                if sqlite3_db_readonly(handle, "main") == 1 {
+                    throw SQLiteError(code: SQLITE_READONLY, message: "the database file is read-only")
+                }
                 if path != ":memory:" { try execute("PRAGMA journal_mode = WAL") }
                 try execute("PRAGMA synchronous = NORMAL")
             case .reader:

@@ -50,10 +50,20 @@ package final class DatabasePool: Sendable {
     }
 
     /// Finishes queued work, checkpoints the WAL and closes every connection (readers first).
-    package func close() {
+    ///
+    /// Returns why the checkpoint failed, if it did (a full disk, say). Nothing is lost then: the
+    /// WAL stays beside the database and is replayed when it is next opened.
+    @discardableResult
+    package func close() -> (any Error)? {
         for reader in readers where reader !== writer { reader.close() }
-        _ = try? writer.sync { try? $0.checkpoint() }
+        var failure: (any Error)?
+        do {
+            try writer.sync { try $0.checkpoint() }
+        } catch {
+            failure = error
+        }
         writer.close()
+        return failure
     }
 }
 

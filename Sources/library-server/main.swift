@@ -78,6 +78,10 @@ var received: Int32 = 0
 sigwait(&stopSignals, &received)
 logger.notice("stopping", metadata: ["signal": "\(received == SIGTERM ? "SIGTERM" : "SIGINT")"])
 server.shutdown(grace: 10)
-store.close()
+if let failure = store.close() {
+    logger.warning(
+        "WAL checkpoint failed at shutdown; SQLite replays the WAL at the next start",
+        metadata: ["error": "\(failure.detail)"])
+}
 logger.notice("stopped")
 exit(0)

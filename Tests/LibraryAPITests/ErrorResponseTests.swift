@@ -105,8 +105,11 @@ import Testing
             let response = try live.request("POST", "/libraries", body: #"{"name":"x"}"#)
             problem(response, 503)
             #expect(response.header("retry-after") == "1")
+            problem(try live.request("GET", "/healthz"), 503)
+            #expect(try live.request("GET", "/libraries").status == 200, "readers do not need the write lock")
             try blocker.execute("ROLLBACK")
             #expect(try live.request("POST", "/libraries", body: #"{"name":"x"}"#).status == 201)
+            #expect(try live.request("GET", "/healthz").status == 200)
         }
     }
 

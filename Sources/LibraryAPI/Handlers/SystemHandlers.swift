@@ -2,17 +2,25 @@ import HTTPServer
 import LibraryDomain
 
 extension LibraryAPI {
-    /// 200 once the database answers a query; 503 otherwise.
+    /// 200 when a reader answers a query and the writer could take the write lock; 503 otherwise,
+    /// so a health check notices a database that is locked or has become unwritable.
     func health(_ exchange: Exchange) {
         store.read({ reader in try reader.ping() }) { result in
-            switch result {
-            case .success:
-                exchange.finish(.json(.ok, Array(#"{"status":"ok"}"#.utf8)))
-            case .failure(let error):
-                self.logger.warning("health check failed", metadata: ["error": "\(error.detail)"])
-                exchange.fail(APIError.unavailable())
+            guard case .failure(let error) = result else {
+                return self.store.checkWritable { result in
+                    guard case .failure(let error) = result else {
+                        return exchange.finish(.json(.ok, Array(#"{"status":"ok"}"#.utf8)))
+                    }
+                    self.unhealthy(exchange, error)
+                }
             }
+            self.unhealthy(exchange, error)
         }
+    }
+
+    private func unhealthy(_ exchange: Exchange, _ error: StoreError) {
+        logger.warning("health check failed", metadata: ["error": "\(error.detail)"])
+        exchange.fail(APIError.unavailable())
     }
 
     func metricsResponse() -> HTTPResponse {

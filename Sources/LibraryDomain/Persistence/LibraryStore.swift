@@ -108,8 +108,18 @@ package final class LibraryStore: Sendable {
         return result
     }
 
-    /// Finishes queued work, checkpoints and closes the database.
-    package func close() {
-        pool.close()
+    /// Checks that a write could start now by taking the write lock and letting it go; fails when
+    /// the database is locked past the busy timeout or cannot be written.
+    package func checkWritable(completion: @escaping @Sendable (Result<Void, StoreError>) -> Void) {
+        pool.write { connection in
+            completion(Result { try connection.execute("BEGIN IMMEDIATE; ROLLBACK") }.mapError(StoreError.init))
+        }
+    }
+
+    /// Finishes queued work, checkpoints and closes the database; returns why the checkpoint
+    /// failed, if it did (the WAL is then replayed at the next open, so nothing is lost).
+    @discardableResult
+    package func close() -> StoreError? {
+        pool.close().map(StoreError.init)
     }
 }

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs the whole test suite under ThreadSanitizer and AddressSanitizer (LeakSanitizer included),
+# each in its own build directory so the normal build is left alone.
+#
+# Usage: scripts/sanitizers.sh [thread|address ...]    (default: both)
+# Each needs a full build of its own: a few minutes apiece on 2 cores.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+sanitizers=("$@")
+((${#sanitizers[@]})) || sanitizers=(thread address)
+status=0
+for sanitizer in "${sanitizers[@]}"; do
+    echo "== swift test --sanitize=$sanitizer"
+    # halt_on_error: the first report fails the run instead of scrolling past.
+    if TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ASAN_OPTIONS="halt_on_error=1 detect_leaks=1" \
+        swift test --sanitize="$sanitizer" --scratch-path ".build/sanitize-$sanitizer" 2>&1 |
+        tee "/tmp/sanitize-$sanitizer.log" | grep -E '✘|Test run with|WARNING: ThreadSanitizer|ERROR: AddressSanitizer|ERROR: LeakSanitizer|SUMMARY'; then
+        :
+    fi
+    if grep -qE 'WARNING: ThreadSanitizer|ERROR: (Address|Leak)Sanitizer|✘ Test run|error: ' "/tmp/sanitize-$sanitizer.log" ||
+        ! grep -q '✔ Test run with' "/tmp/sanitize-$sanitizer.log"; then
+        echo "sanitizers: $sanitizer FAILED (log: /tmp/sanitize-$sanitizer.log)"
+        status=1
+    else
+        echo "sanitizers: $sanitizer passed"
+    fi
+done
+exit "$status"
