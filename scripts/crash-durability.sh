@@ -24,9 +24,9 @@
 #
 # Usage: scripts/crash-durability.sh [SERVER_BINARY] [ROUNDS]   (default .build/debug/library-server, 5)
 # Needs bash, python3 (standard library only) and the sqlite3 CLI (installed with apt-get when
-# missing, if running as root). Talks to 127.0.0.1 only. A round takes under 15 s; the whole run
-# stops itself after 30 s + 20 s per round. Prints "crash-durability: N passed, M failed" and exits
-# non-zero on any failure.
+# missing, if running as root). Talks to 127.0.0.1 only. A round takes 1-4 s here (bounded near 15 s);
+# the whole run stops itself after 30 s + 20 s per round. Prints "crash-durability: N passed, M failed";
+# exits non-zero on any failure.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
