@@ -9,7 +9,9 @@ or abusive requests as raw bytes, each on a fresh connection to 127.0.0.1:
     non-decimal Content-Length, unsupported or repeated transfer codings, whitespace before a colon;
   * header syntax: obs-fold, bare CR, bare LF line endings, NUL and control bytes;
   * size limits: request line (414), head (431), header count (431), body (413);
-  * broken chunked framing, truncated bodies, bodies shorter than Content-Length (408 or close);
+  * broken chunked framing, truncated bodies, bodies shorter than Content-Length: with the client
+    waiting they must end in a 408 (10 s request timeout); with the client's end-of-stream sent
+    along with the bytes they must end at once (within EOF_REACTION), not at a timeout;
   * hostile JSON: invalid UTF-8, 100,000 levels of nesting, huge numbers, duplicate keys,
     non-object documents;
   * hostile URLs: bad percent-encoding in path and query, absurd ``limit`` and ``cursor`` values;
@@ -23,9 +25,10 @@ Two shapes RFC 9112 lets a server accept are recorded rather than required to fa
 endings (section 2.2, "MAY recognize a single LF") and absolute-form targets (section 3.2.2, "MUST
 accept the absolute-form"); for them the normal answer is also allowed, and printed.
 
-Afterwards: GET /healthz answers 200 promptly, GET /libraries and GET /books hold exactly the
-library and book written at the start, byte-for-byte the same JSON (no hostile request wrote
-anything), the process is still alive, it stops with exit 0 on SIGTERM, and its stderr has no
+Afterwards: a complete request sent together with end-of-stream is answered and the connection
+closed; GET /healthz answers 200 promptly; GET /libraries and GET /books hold exactly the library
+and book written at the start, with the same JSON as before (no hostile request wrote
+anything); the process is still alive, it stops with exit 0 on SIGTERM, and its stderr has no
 `error` or `critical` line (bad input is the client's mistake, not a server error).
 
 Usage: scripts/hostile-requests.py SERVER_BINARY
@@ -89,14 +92,18 @@ class Server:
                 [binary, "--port", "0", "--database", os.path.join(workdir, "lib.sqlite"),
                  "--log-level", "warning"],
                 stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL)
-        self.port = self._read_port(timeout=10)
+        try:
+            self.port = self._read_port(timeout=10)
+        except RuntimeError:
+            self.process.kill()
+            raise
 
     def _read_port(self, timeout):
         deadline = time.monotonic() + timeout
         line = b""
         while not line.endswith(b"\n"):
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not _readable(self.process.stdout, remaining):
+            if remaining <= 0 or not select.select([self.process.stdout], [], [], remaining)[0]:
                 raise RuntimeError(f"no ready line within {timeout} s")
             byte = os.read(self.process.stdout.fileno(), 1)
             if not byte:
@@ -127,10 +134,6 @@ class Server:
 
     def stderr_tail(self):
         return " | ".join(self.stderr_lines()[-3:])
-
-
-def _readable(stream, timeout):
-    return bool(select.select([stream], [], [], timeout)[0])
 
 
 # --- talking HTTP over raw sockets ----------------------------------------------------------
@@ -317,10 +320,14 @@ def host():
     return f"Host: {HOST}"
 
 
-def post(path, body, *headers, content_type="application/json"):
-    """A POST with a correct Content-Length and any extra (hostile) header lines."""
-    return request(f"POST {path} HTTP/1.1", host(), f"Content-Type: {content_type}",
+def post(path, body, *headers, content_type="application/json", method="POST"):
+    """A request with a body, a correct Content-Length and any extra (hostile) header lines."""
+    return request(f"{method} {path} HTTP/1.1", host(), f"Content-Type: {content_type}",
                    f"Content-Length: {len(body)}", *headers, body=body)
+
+
+def patch(path, body):
+    return post(path, body, method="PATCH")
 
 
 def chunked(*chunks):
@@ -381,9 +388,9 @@ def smuggling_cases():
     te_body = chunked(LIBRARY) + SMUGGLED
     cl_te = ["Content-Type: application/json", f"Content-Length: {len(te_body)}"]
     return [
-        Case("CL then TE", request("POST /libraries HTTP/1.1", host(), *cl_te,
+        Case("Content-Length then Transfer-Encoding", request("POST /libraries HTTP/1.1", host(), *cl_te,
                                    "Transfer-Encoding: chunked", body=te_body)),
-        Case("TE then CL", request("POST /libraries HTTP/1.1", host(), "Transfer-Encoding: chunked",
+        Case("Transfer-Encoding then Content-Length", request("POST /libraries HTTP/1.1", host(), "Transfer-Encoding: chunked",
                                    *cl_te, body=te_body)),
         Case("two Content-Length, different values",
              post("/libraries", LIBRARY, f"Content-Length: {len(LIBRARY) + len(SMUGGLED)}") + SMUGGLED),
@@ -527,16 +534,11 @@ def json_cases(library_id, book_id):
         Case("publishedYear with 400 digits", post("/books", book(f'"publishedYear":{digits}'))),
         Case("publishedYear with -400 digits", post("/books", book(f'"publishedYear":-{digits}'))),
         Case("publishedYear 1999.5 (a fraction)", post("/books", book('"publishedYear":1999.5'))),
-        Case("PATCH publishedYear 1e999999",
-             request(f"PATCH /books/{book_id} HTTP/1.1", host(), "Content-Type: application/json",
-                     "Content-Length: 26", body=b'{"publishedYear":1e999999}')),
+        Case("PATCH publishedYear 1e999999", patch(f"/books/{book_id}", b'{"publishedYear":1e999999}')),
         Case("PATCH publishedYear with 400 digits",
-             request(f"PATCH /books/{book_id} HTTP/1.1", host(), "Content-Type: application/json",
-                     f"Content-Length: {18 + len(digits)}", body=f'{{"publishedYear":{digits}}}'.encode())),
+             patch(f"/books/{book_id}", f'{{"publishedYear":{digits}}}'.encode())),
         Case("duplicate JSON keys in POST", post("/libraries", b'{"name":"first","name":"second"}')),
-        Case("duplicate JSON keys in PATCH",
-             request(f"PATCH /books/{book_id} HTTP/1.1", host(), "Content-Type: application/json",
-                     "Content-Length: 27", body=b'{"title":"a","title":"b"}  ')),
+        Case("duplicate JSON keys in PATCH", patch(f"/books/{book_id}", b'{"title":"a","title":"b"}')),
         *[Case(f"POST /libraries with JSON {name}", post("/libraries", body))
           for name, body in (("array", b'[{"name":"in an array"}]'), ("string", b'"a library"'),
                              ("number", b"42"), ("null", b"null"), ("true", b"true"), ("empty body", b""))],
@@ -662,15 +664,16 @@ def check_stderr(report, server):
         report.check(True, f"server stderr has no error or critical line ({len(lines)} lines in all)")
     for line in lines:
         if line not in bad:
-            print(f"  (server stderr: {_shorten(line, 200)})")
+            print(f"# server stderr: {_shorten(line, 200)}")
 
 
-def start_watchdog(server_holder):
+def start_watchdog(report, holder):
+    """Past TIME_LIMIT: kill the server, print the summary so far with one more failure, exit 2."""
     def expire(*_):
-        print(f"FAIL - the run took more than {TIME_LIMIT} s; stopping", flush=True)
-        if server_holder:
-            server_holder[0].process.kill()
-        print(f"{NAME}: 0 passed, 1 failed", flush=True)
+        report.check(False, f"the run took more than {TIME_LIMIT} s; stopping")
+        if holder:
+            holder[0].process.kill()
+        report.summary()
         os._exit(2)
 
     signal.signal(signal.SIGALRM, expire)
@@ -682,10 +685,14 @@ def main():
         sys.exit(f"usage: {sys.argv[0]} SERVER_BINARY")
     report = Report()
     holder = []
-    start_watchdog(holder)
+    start_watchdog(report, holder)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="hostile-requests-") as workdir:
-        server = Server(os.path.abspath(sys.argv[1]), workdir)
+        try:
+            server = Server(os.path.abspath(sys.argv[1]), workdir)
+        except (OSError, RuntimeError) as error:
+            report.check(False, f"could not start the server: {error}")
+            return report.summary()
         holder.append(server)
         try:
             library, book = create_fixtures(server.port)
@@ -693,6 +700,8 @@ def main():
             run_cases(report, server.port, all_cases(library["id"], book["id"]))
             check_eof_after_request(report, server.port)
             check_state(report, server, library, book)
+        except (OSError, RuntimeError) as error:
+            report.check(False, f"the run stopped early: {error!r}")
         finally:
             status = server.stop()
         report.check(status == 0, f"the server stopped on SIGTERM with exit status {status}")

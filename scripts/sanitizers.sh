@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite under ThreadSanitizer and AddressSanitizer (LeakSanitizer included),
-# each in its own build directory so the normal build is left alone.
+# each in its own build directory so the normal build is left alone. Leaks inside XCTest and
+# Foundation's Process are suppressed (scripts/lsan-suppressions.txt says which and why).
 #
 # Usage: scripts/sanitizers.sh [thread|address ...]    (default: both)
 # Each needs a full build of its own: a few minutes apiece on 2 cores.
@@ -14,6 +15,7 @@ for sanitizer in "${sanitizers[@]}"; do
     echo "== swift test --sanitize=$sanitizer"
     # halt_on_error: the first report fails the run instead of scrolling past.
     if TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ASAN_OPTIONS="halt_on_error=1 detect_leaks=1" \
+        LSAN_OPTIONS="suppressions=$PWD/scripts/lsan-suppressions.txt print_suppressions=0" \
         swift test --sanitize="$sanitizer" --scratch-path ".build/sanitize-$sanitizer" 2>&1 |
         tee "/tmp/sanitize-$sanitizer.log" | grep -E '✘|Test run with|WARNING: ThreadSanitizer|ERROR: AddressSanitizer|ERROR: LeakSanitizer|SUMMARY'; then
         :

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Glibc
 import HTTPServer
 import Synchronization
@@ -126,6 +127,43 @@ func withConnection(_ body: (TestConnection, HTTPServer) throws -> Void) throws 
             #expect(server.openConnections == 0)
         }
     }
+
+    // Found by scripts/hostile-requests.py: with edge-triggered epoll, a FIN that arrived with the
+    // last bytes was never seen, so the connection waited for the 10 s request timeout.
+    @Test func connection_ClosesAtOnceWhenTheClientHangsUpMidRequest() throws {
+        try withConnection { connection, server in
+            try connection.send("POST /b HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nhalf")
+            shutdown(connection.fd, Int32(SHUT_WR))
+            connection.setTimeout(milliseconds: 2_000)
+            #expect(connection.isClosedByPeer())
+        }
+    }
+
+    // Found by scripts/slow-clients.py: past about 1 MiB of pipelined requests the server stopped
+    // reading (it paused at its input limit and nothing resumed it) and timed the client out.
+    @Test func connection_AnswersMegabytesOfPipelinedRequests() throws {
+        try withConnection { connection, _ in
+            let count = 40_000
+            let request = Array("GET /p HTTP/1.1\r\nHost: a\r\n\r\n".utf8)
+            let fd = connection.fd
+            let sender = Thread {
+                var bytes: [UInt8] = []
+                for _ in 0..<count { bytes += request }  // about 1.2 MiB
+                var sent = 0
+                while sent < bytes.count {
+                    let written = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, bytes.count - sent, 0) }
+                    guard written > 0 else { return }
+                    sent += written
+                }
+            }
+            sender.start()
+            var answered = 0
+            while answered < count, let response = try? connection.readResponse(), response.status == 200 {
+                answered += 1
+            }
+            #expect(answered == count)
+        }
+    }
 }
 
 @Suite struct HTTPServerLiveTests {
@@ -151,6 +189,21 @@ func withConnection(_ body: (TestConnection, HTTPServer) throws -> Void) throws 
         try connection.send("GET /slow HTTP/1.1\r\nHost: a\r\n")
         let response = try connection.readResponse()
         #expect(response.status == 408)
+        #expect(connection.isClosedByPeer())
+    }
+
+    // Found by scripts/slow-clients.py: a connection that never sent a byte was kept for the 60 s
+    // keep-alive idle timeout, six times longer than one that sends half a request.
+    @Test func server_ClosesASilentConnectionAfterTheRequestTimeout() throws {
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        configuration.requestTimeout = 300
+        configuration.idleTimeout = 60_000
+        let server = HTTPServer(configuration: configuration, responder: EchoResponder())
+        let port = try server.start()
+        defer { server.shutdown(grace: 1) }
+        let connection = try TestConnection(port: port)
+        connection.setTimeout(milliseconds: 3_000)
         #expect(connection.isClosedByPeer())
     }
 

@@ -47,6 +47,8 @@ final class HTTPConnection: EventHandler {
     private var closeWhenFlushed = false
     private var lingerOnClose = false
     private var peerClosed = false
+    /// Reading stopped at `maxBufferedInput` before the socket was drained; resume once answered.
+    private var inputPaused = false
     private var draining = false
     private var processing = false
     private var onStreamClose: (@Sendable () -> Void)?
@@ -60,7 +62,11 @@ final class HTTPConnection: EventHandler {
         self.loop = loop
         self.server = server
         self.parser = HTTPRequestParser(limits: server.configuration.limits)
-        self.deadline = .idle(monotonicMilliseconds() + server.configuration.idleTimeout)
+        // A new connection gets the request timeout, not the keep-alive idle one, to send its
+        // first request: opening connections and sending nothing must not hold them longer than
+        // sending half a request does.
+        let firstRequest = min(server.configuration.idleTimeout, server.configuration.requestTimeout)
+        self.deadline = .idle(monotonicMilliseconds() + firstRequest)
     }
 
     private var hasPendingOutput: Bool { outputIndex < output.count }
@@ -74,9 +80,11 @@ final class HTTPConnection: EventHandler {
         }
         if events & csys_epollout() != 0, hasPendingOutput {
             flush()
+            // Pipelined requests waited for this answer to leave; go on with them.
+            if case .reading = phase, !hasPendingOutput { processInput() }
         }
         if events & (csys_epollin() | csys_epollrdhup() | csys_epollhup()) != 0 {
-            readAvailable()
+            readAvailable(hangUp: events & (csys_epollrdhup() | csys_epollhup()) != 0)
         }
     }
 
@@ -111,36 +119,11 @@ final class HTTPConnection: EventHandler {
 
     // MARK: Reading
 
-    private func readAvailable() {
-        while case .closed = phase {
-            return
-        }
-        let scratchSize = loop.scratch.count
-        while true {
-            if input.count - inputIndex > server.maxBufferedInput {
-                break  // a client sending far ahead of our answers waits; the kernel buffer applies backpressure
-            }
-            let count = loop.scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, scratchSize, 0) }
-            if count > 0 {
-                switch phase {
-                case .streaming, .lingering:
-                    break  // an event-stream client has nothing to say, a rejected one is drained
-                default:
-                    input.append(contentsOf: loop.scratch[0..<count])
-                }
-                if count < scratchSize { break }
-            } else if count == 0 {
-                peerClosed = true
-                break
-            } else if errno == EINTR {
-                continue
-            } else if errno == EAGAIN || errno == EWOULDBLOCK {
-                break
-            } else {
-                close()
-                return
-            }
-        }
+    /// Reads what the socket has, then acts on it. `hangUp`: the peer has shut down its side, so
+    /// read on to the end of the stream (with edge-triggered epoll no later event would tell).
+    private func readAvailable(hangUp: Bool = false) {
+        if case .closed = phase { return }
+        guard receive(toEndOfStream: hangUp) else { return }
         switch phase {
         case .reading:
             processInput()
@@ -150,6 +133,40 @@ final class HTTPConnection: EventHandler {
             closeWhenFlushed = true
         default:
             break
+        }
+    }
+
+    /// Moves bytes from the socket into `input`; false when the connection failed (and closed).
+    private func receive(toEndOfStream: Bool) -> Bool {
+        let scratchSize = loop.scratch.count
+        while true {
+            if input.count - inputIndex > server.maxBufferedInput {
+                // A client sending far ahead of our answers waits (the kernel buffer holds it back);
+                // processInput reads on once the buffered requests are answered.
+                inputPaused = true
+                return true
+            }
+            let count = loop.scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, scratchSize, 0) }
+            if count > 0 {
+                switch phase {
+                case .streaming, .lingering:
+                    break  // an event-stream client has nothing to say, a rejected one is drained
+                default:
+                    input.append(contentsOf: loop.scratch[0..<count])
+                }
+                // A short read drained the socket; the next bytes raise a new edge.
+                if count < scratchSize && !toEndOfStream { return true }
+            } else if count == 0 {
+                peerClosed = true
+                return true
+            } else if errno == EINTR {
+                continue
+            } else if errno == EAGAIN || errno == EWOULDBLOCK {
+                return true
+            } else {
+                close()
+                return false
+            }
         }
     }
 
@@ -168,6 +185,12 @@ final class HTTPConnection: EventHandler {
             switch event {
             case .needMore:
                 compactInput()
+                if inputPaused {
+                    inputPaused = false
+                    let buffered = input.count
+                    guard receive(toEndOfStream: false) else { return }
+                    if input.count > buffered { continue }
+                }
                 if peerClosed {
                     close()
                 } else if parser.isIdle && inputIndex == input.count {
