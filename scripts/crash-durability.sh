@@ -35,21 +35,8 @@ SERVER=${1:-$ROOT/.build/debug/library-server}
 ROUNDS=${2:-5}
 TIME_LIMIT=$((30 + 20 * ROUNDS))
 NAME=crash-durability
-
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "ok - $*"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $*"; }
-check() { # check DESCRIPTION COMMAND...
-    local description=$1
-    shift
-    if "$@"; then pass "$description"; else fail "$description"; fi
-}
-die() {
-    echo "$NAME: $*" >&2
-    echo "$NAME: $passed passed, $((failed + 1)) failed"
-    exit 1
-}
+# shellcheck source-path=SCRIPTDIR source=lib/harness.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive number, not '$ROUNDS'"
 [[ -x $SERVER ]] || die "no server binary at $SERVER"
@@ -63,54 +50,13 @@ fi
 
 # --- processes, temporary files, time limit -----------------------------------------------------
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/$NAME.XXXXXX")
+harness_start   # WORK, the traps and the watchdog (scripts/lib/harness.sh)
 DB=$WORK/library.sqlite
 CLIENT=$WORK/client.py
 SERVER_PID=""
 WRITER_PID=""
 SUBSCRIBER_PID=""
-WATCHDOG_PID=""
-
-stop_pid() { # stop_pid PID: SIGTERM, up to 5 s, then SIGKILL; reaps it
-    local pid=$1 i
-    [[ -n $pid ]] || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-
-cleanup() {
-    local status=$?
-    trap - EXIT INT TERM
-    stop_pid "$WRITER_PID"
-    stop_pid "$SUBSCRIBER_PID"
-    stop_pid "$SERVER_PID"
-    stop_pid "$WATCHDOG_PID"
-    rm -rf "$WORK"
-    exit "$status"
-}
-trap cleanup EXIT
-stopped() { # stopped STATUS MESSAGE: the summary, counting the unfinished run as a failure
-    echo "$NAME: $2" >&2
-    echo "$NAME: $passed passed, $((failed + 1)) failed"
-    exit "$1"
-}
-trap 'stopped 130 interrupted' INT
-trap 'stopped 124 "stopped (time limit of ${TIME_LIMIT} s reached, or SIGTERM)"' TERM
-
-# Stops this script (through its TERM trap) past the time limit; every step below is also bounded.
-(
-    trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
-    sleep "$TIME_LIMIT" &
-    sleeper=$!
-    wait "$sleeper"
-    kill -TERM $$
-) >/dev/null 2>&1 &
-WATCHDOG_PID=$!
+CLEANUP_PIDS+=(WRITER_PID SUBSCRIBER_PID SERVER_PID)
 
 # --- the Python client: setup, writer, subscriber, verifier -------------------------------------
 
@@ -504,6 +450,7 @@ echo "# $NAME: $ROUNDS rounds on $DB"
 start_server 0 || die "the server does not start"
 timeout 20 python3 "$CLIENT" setup "$WORK" "$PORT" || die "cannot create the library and the watched book"
 python3 "$CLIENT" subscribe "$WORK" 2>"$WORK/subscriber.err" &
+# shellcheck disable=SC2034 # stopped by the harness's cleanup, which reads the names in CLEANUP_PIDS
 SUBSCRIBER_PID=$!
 
 for ((round = 1; round <= ROUNDS; round++)); do

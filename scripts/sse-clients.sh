@@ -26,22 +26,11 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SERVER=${1:-${SERVER:-$ROOT/.build/debug/library-server}}
 [[ $SERVER == /* ]] || SERVER=$PWD/$SERVER
 TIME_LIMIT=${SSE_CLIENTS_TIME_LIMIT:-480}   # seconds for everything after the installs (normally ~15)
-
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "ok   - $*"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $*"; }
-check() { # check DESCRIPTION COMMAND...
-    local description=$1
-    shift
-    if "$@"; then pass "$description"; else fail "$description"; fi
-}
-note() { echo "       $*"; }
-die() {
-    echo "sse-clients: $*" >&2
-    echo "sse-clients: $passed passed, $((failed + 1)) failed"
-    exit 1
-}
+NAME=sse-clients
+PASS_PREFIX="ok   - "   # "ok" lines, "FAIL" lines and notes line up
+NOTE_PREFIX="       "
+# shellcheck source-path=SCRIPTDIR source=lib/harness.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 
 # --- tools -------------------------------------------------------------------------------------
 
@@ -62,53 +51,11 @@ fi
 
 # --- bookkeeping and cleanup -------------------------------------------------------------------
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/sse-clients.XXXXXX")
+harness_start   # WORK, the traps and the watchdog (scripts/lib/harness.sh)
 SERVER_PID=""
 CURL_PID=""
 CHROMIUM_PID=""
-WATCHDOG_PID=""
-
-stop_pid() { # stop_pid PID: SIGTERM, up to 5 s, then SIGKILL; reaps it
-    local pid=$1 i
-    [[ -n $pid ]] || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-
-cleanup() {
-    local status=$?
-    trap - EXIT INT TERM
-    stop_pid "$CURL_PID"
-    stop_pid "$CHROMIUM_PID"
-    stop_pid "$SERVER_PID"
-    stop_pid "$WATCHDOG_PID"
-    rm -rf "$WORK"
-    exit "$status"
-}
-trap cleanup EXIT
-stopped() { # stopped STATUS MESSAGE: the summary, counting the unfinished run as a failure
-    echo "sse-clients: $2" >&2
-    echo "sse-clients: $passed passed, $((failed + 1)) failed"
-    exit "$1"
-}
-trap 'stopped 130 interrupted' INT
-trap 'stopped 124 "stopped (time limit of ${TIME_LIMIT} s reached, or SIGTERM)"' TERM
-
-# Stops this script (through its TERM trap) if it runs past the limit; every command below also
-# has its own bound, so this is only the last line of defence.
-(
-    trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
-    sleep "$TIME_LIMIT" &
-    sleeper=$!
-    wait "$sleeper"
-    kill -TERM $$
-) >/dev/null 2>&1 &
-WATCHDOG_PID=$!
+CLEANUP_PIDS+=(CURL_PID CHROMIUM_PID SERVER_PID)
 
 STARTED=$SECONDS
 

@@ -43,22 +43,8 @@ SERVER=${1:-$ROOT/.build/debug/library-server}
 [[ $SERVER == /* ]] || SERVER=$PWD/$SERVER
 TIME_LIMIT=150
 NAME=storage-faults
-
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "ok - $*"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $*"; }
-check() { # check DESCRIPTION COMMAND...
-    local description=$1
-    shift
-    if "$@"; then pass "$description"; else fail "$description"; fi
-}
-note() { echo "# $*"; }
-die() {
-    echo "$NAME: $*" >&2
-    echo "$NAME: $passed passed, $((failed + 1)) failed"
-    exit 1
-}
+# shellcheck source-path=SCRIPTDIR source=lib/harness.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 
 [[ $(id -u) == 0 ]] || die "needs root (chattr +i, mount -t tmpfs)"
 [[ -x $SERVER ]] || die "no server binary at $SERVER"
@@ -73,57 +59,23 @@ fi
 
 # --- processes, temporary files, time limit -----------------------------------------------------
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/$NAME.XXXXXX")
+harness_start   # WORK, the traps and the watchdog (scripts/lib/harness.sh)
 SERVER_PID=""
 LOCK_PID=""
-WATCHDOG_PID=""
 MOUNTS=() # made by this script, unmounted last first
+CLEANUP_PIDS+=(LOCK_PID SERVER_PID)
 
-stop_pid() { # stop_pid PID: SIGTERM, up to 5 s, then SIGKILL; reaps it
-    local pid=$1 i
-    [[ -n $pid ]] || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
+cleanup_first() { # (harness hook) before the processes are stopped
+    exec 7>&- 2>/dev/null || true # the lock FIFO, when open
 }
 
-cleanup() {
-    local status=$?
-    trap - EXIT INT TERM
-    exec 7>&- 2>/dev/null || true # the lock FIFO, when open
-    stop_pid "$LOCK_PID"
-    stop_pid "$SERVER_PID"
-    stop_pid "$WATCHDOG_PID"
+cleanup_last() { # (harness hook) after the processes are stopped, before WORK is removed
     local i
     for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
         umount "${MOUNTS[i]}" 2>/dev/null || umount -l "${MOUNTS[i]}" || true
     done
     chattr -R -i "$WORK" 2>/dev/null || true
-    rm -rf "$WORK"
-    exit "$status"
 }
-trap cleanup EXIT
-stopped() { # stopped STATUS MESSAGE: the summary, counting the unfinished run as a failure
-    echo "$NAME: $2" >&2
-    echo "$NAME: $passed passed, $((failed + 1)) failed"
-    exit "$1"
-}
-trap 'stopped 130 interrupted' INT
-trap 'stopped 124 "stopped (time limit of ${TIME_LIMIT} s reached, or SIGTERM)"' TERM
-
-# Stops this script (through its TERM trap) past the time limit; every step below is also bounded.
-(
-    trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
-    sleep "$TIME_LIMIT" &
-    sleeper=$!
-    wait "$sleeper"
-    kill -TERM $$
-) >/dev/null 2>&1 &
-WATCHDOG_PID=$!
 
 # --- server control -----------------------------------------------------------------------------
 
