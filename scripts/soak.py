@@ -48,7 +48,7 @@ QUIET_SECONDS, and then:
 A soak is what finds leaks (memory, descriptors, subscribers never unregistered) and races between
 writes and streams that short tests miss; the state check is what proves no event was lost.
 
-Usage: scripts/soak.py SERVER_BINARY [--seconds N]   (default 600; CI uses about 60)
+Usage: scripts/soak.py SERVER_BINARY [--seconds N] [--seed S]   (default 600 s; CI uses about 60)
 Prints the samples as a table, one ``ok - ...`` or ``FAIL - ...`` line per check, then
 ``soak: N passed, M failed``; exits 1 when anything failed. A watchdog stops everything (exit 2)
 if the run takes more than N + WATCHDOG_MARGIN seconds.
@@ -423,9 +423,9 @@ class ClientThread(threading.Thread):
 class LoadThread(ClientThread):
     """Valid and invalid REST requests in a weighted random mix until `stop` is set."""
 
-    def __init__(self, index, port, world, tally, stop):
+    def __init__(self, index, port, world, tally, stop, seed):
         super().__init__(tally, f"load-{index}")
-        self.rng = random.Random(1000 + index)
+        self.rng = random.Random(f"{seed}-load-{index}")
         self.api = Api(port, tally)
         self.world = world
         self.stop = stop
@@ -599,7 +599,7 @@ class LoadThread(ClientThread):
         self.tally.add("invalid requests")
 
 
-def seed(port, tally, world, rng):
+def populate(port, tally, world, rng):
     api = Api(port, tally)
     for _ in range(LIBRARIES):
         response = api.call("POST", "/libraries", library_body(rng))
@@ -941,9 +941,9 @@ class Subscriber(ClientThread):
     resuming every half minute or so, as a sidebar would; the short-lived subscribers come and go
     around it, so a library stays watched while what its watchers ask for changes."""
 
-    def __init__(self, index, port, world, tally, phase, watcher):
+    def __init__(self, index, port, world, tally, phase, watcher, seed):
         super().__init__(tally, f"{'watcher' if watcher else 'subscriber'}-{index}")
-        self.rng = random.Random(2000 + index)
+        self.rng = random.Random(f"{seed}-subscriber-{index}")
         self.port = port
         self.world = world
         self.phase = phase
@@ -1297,16 +1297,16 @@ def start_watchdog(limit, holder):
     signal.alarm(limit)
 
 
-def soak(report, server, seconds):
+def soak(report, server, seconds, seed):
     tally, world, phase = Tally(), World(), Phase()
     started = time.monotonic()
-    seed(server.port, tally, world, random.Random(1))
+    populate(server.port, tally, world, random.Random(f"{seed}-populate"))
     time.sleep(0.5)
     baseline = take_sample(server, tally, started, "start")
     stop_load = threading.Event()
     sampler = Sampler(server, tally, started, stop_load)
-    loads = [LoadThread(i, server.port, world, tally, stop_load) for i in range(LOAD_THREADS)]
-    subscribers = [Subscriber(i, server.port, world, tally, phase, watcher=i < WATCHERS) for i in range(SUBSCRIBERS)]
+    loads = [LoadThread(i, server.port, world, tally, stop_load, seed) for i in range(LOAD_THREADS)]
+    subscribers = [Subscriber(i, server.port, world, tally, phase, i < WATCHERS, seed) for i in range(SUBSCRIBERS)]
     for thread in [sampler, *loads, *subscribers]:
         thread.start()
     time.sleep(seconds)
@@ -1344,8 +1344,10 @@ def soak(report, server, seconds):
 
 def main():
     parser = argparse.ArgumentParser(description="Soak test for library-server (see the docstring).")
-    parser.add_argument("binary")
-    parser.add_argument("--seconds", type=float, default=600)
+    parser.add_argument("binary", help="the library-server executable")
+    parser.add_argument("--seconds", type=float, default=600, help="how long the load runs (default 600)")
+    parser.add_argument("--seed", type=int, default=random.randrange(1_000_000),
+                        help="seed of the random choices (printed; threads still interleave differently)")
     args = parser.parse_args()
     report = Report()
     holder = []
@@ -1355,9 +1357,9 @@ def main():
         server = Server(os.path.abspath(args.binary), workdir)
         holder.append(server)
         print(f"# server pid {server.pid} on port {server.port}; {args.seconds:g} s of load, "
-              f"{LOAD_THREADS} load threads, {SUBSCRIBERS} subscribers")
+              f"{LOAD_THREADS} load threads, {SUBSCRIBERS} subscribers, --seed {args.seed}")
         try:
-            soak(report, server, args.seconds)
+            soak(report, server, args.seconds, args.seed)
         except Exception:  # noqa: BLE001 - a broken run is a failed check, with its traceback
             report.check(False, f"the soak itself broke: {traceback.format_exc()}")
         finally:

@@ -177,6 +177,40 @@ import Testing
         #expect(stream.comments.contains("keep-alive"))
     }
 
+    // Found by scripts/soak.py: subscribers of a deleted resource stayed in the gauge for ever.
+    @Test func deletes_CountTheirSubscribersOut() throws {
+        let library = try live.createLibrary()
+        let book = try live.createBook(in: library)
+        let bookStream = try live.events("/books/\(book)/events?fields=title")
+        let libraryStream = try live.events("/libraries/\(library)/events?fields=name,books")
+        _ = try bookStream.next()
+        _ = try libraryStream.next()
+        #expect(live.subscribers == 2)
+        #expect(try live.request("DELETE", "/libraries/\(library)").status == 204)
+        #expect(bookStream.drain().last?.event == "delete")
+        #expect(libraryStream.drain().last?.event == "delete")
+        #expect(bookStream.ended && libraryStream.ended)
+        #expect(live.subscribers == 0)
+    }
+
+    // Found by scripts/soak.py: while a library was watched only for its own fields, members
+    // joining and leaving were not recorded, so a later `books` subscriber got wrong deltas.
+    @Test func membersStream_StartsFromItsSnapshotAfterUnwatchedMoves() throws {
+        let home = try live.createLibrary("Home")
+        let away = try live.createLibrary("Away")
+        let book = try live.createBook(in: home)
+        let nameOnly = try live.events("/libraries/\(home)/events?fields=name")
+        _ = try nameOnly.next()
+        try patch("/books/\(book)", #"{"libraryId":"\#(away)"}"#)
+        let members = try live.events("/libraries/\(home)/events?fields=books")
+        #expect((try members.next()?.json["books"] as? [Any])?.isEmpty == true)
+        try patch("/books/\(book)", #"{"libraryId":"\#(home)"}"#)
+        let change = try #require(try members.next())
+        let books = change.json["books"] as? [String: Any]
+        #expect((books?["added"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [book])
+        #expect(books?["removed"] == nil)
+    }
+
     @Test func disconnect_FreesTheSubscription() throws {
         let book = try live.createBook(in: try live.createLibrary())
         var stream: EventStreamClient? = try live.events("/books/\(book)/events")

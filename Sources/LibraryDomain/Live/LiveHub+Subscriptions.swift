@@ -105,7 +105,12 @@ extension LiveHub {
             library.subscribers[id] = subscriber
             var demand = libraryDemand[library.id, default: Demand()]
             for field in request.libraryFields { demand.fields[field, default: 0] += 1 }
-            if request.members { demand.members += 1 }
+            if request.members {
+                demand.members += 1
+                // While nobody watched `books`, joins and departures were not published; the
+                // snapshot this subscriber gets is the baseline its deltas must start from.
+                library.publishedMembers = Set(library.books.map(\.id))
+            }
             for field in request.bookFields where request.members { demand.memberFields[field, default: 0] += 1 }
             libraryDemand[library.id] = demand
             track(library)

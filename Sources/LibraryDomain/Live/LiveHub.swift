@@ -81,6 +81,7 @@ package final class LiveHub {
                 for subscriber in live.subscribers.values {
                     subscriber.deliver(LiveEvent(kind: .delete, seq: seq, id: record.id))
                 }
+                forget(live.subscribers)
                 live.subscribers = [:]
                 books[record.id] = nil
                 bookFieldDemand[record.id] = nil
@@ -103,11 +104,19 @@ package final class LiveHub {
             for subscriber in live.subscribers.values {
                 subscriber.deliver(LiveEvent(kind: .delete, seq: seq, id: record.id))
             }
+            forget(live.subscribers)
             live.subscribers = [:]
             drop(live)
             return
         }
         live.update(record)
+    }
+
+    /// Counts out subscribers whose resource was deleted: their streams end on their own, and
+    /// `unsubscribe` will no longer find them.
+    private func forget(_ subscribers: [Int: Subscriber]) {
+        counters.subscribers.subtract(subscribers.count, ordering: .relaxed)
+        for subscriber in subscribers.values { counters.coalesced.add(subscriber.coalesced, ordering: .relaxed) }
     }
 
     func materialize(_ record: BookRecord) -> LiveBook {

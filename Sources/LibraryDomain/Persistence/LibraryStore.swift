@@ -12,8 +12,15 @@ package final class LibraryStore: Sendable {
     package let appliedMigrations: [Migration]
     /// How many changes the change log keeps at least, for resuming event streams.
     package let history: Int
-    private let commitObserver = Mutex<(@Sendable (CommittedChange) -> Void)?>(nil)
-    private let durationObserver = Mutex<(@Sendable (Duration) -> Void)?>(nil)
+    /// A closure kept in a struct: a bare closure read out of a `Mutex` (`withLock { $0 }`) is
+    /// written back wrapped in reabstraction thunks, one more pair per read, so each write would
+    /// get slower and the stack deeper (swiftlang/swift#91348).
+    private struct Observer<Value>: Sendable {
+        let notify: @Sendable (Value) -> Void
+    }
+
+    private let commitObserver = Mutex<Observer<CommittedChange>?>(nil)
+    private let durationObserver = Mutex<Observer<Duration>?>(nil)
 
     /// Opens the database at `path` (`:memory:` keeps nothing) and brings its schema up to date.
     /// A write that finds the database locked waits up to `busyTimeoutMilliseconds`, then fails
@@ -55,12 +62,12 @@ package final class LibraryStore: Sendable {
 
     /// Sets what is told of every committed change, in commit order, on the writer's thread.
     package func observeCommits(_ observer: @escaping @Sendable (CommittedChange) -> Void) {
-        commitObserver.withLock { $0 = observer }
+        commitObserver.withLock { $0 = Observer(notify: observer) }
     }
 
     /// Sets what is told how long each write transaction took (for metrics), on the writer's thread.
     package func observeWriteDurations(_ observer: @escaping @Sendable (Duration) -> Void) {
-        durationObserver.withLock { $0 = observer }
+        durationObserver.withLock { $0 = Observer(notify: observer) }
     }
 
     /// Runs `work` in one write transaction and passes its result to `completion` once committed
@@ -92,7 +99,7 @@ package final class LibraryStore: Sendable {
         var change: CommittedChange?
         let started = ContinuousClock.now
         defer {
-            if let observer = durationObserver.withLock({ $0 }) { observer(ContinuousClock.now - started) }
+            if let observer = durationObserver.withLock({ $0 }) { observer.notify(ContinuousClock.now - started) }
         }
         let result = try connection.transaction {
             let result = try work(writer)
@@ -103,7 +110,7 @@ package final class LibraryStore: Sendable {
             return result
         }
         if let change, let observer = commitObserver.withLock({ $0 }) {
-            observer(change)
+            observer.notify(change)
         }
         return result
     }
