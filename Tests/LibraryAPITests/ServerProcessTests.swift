@@ -97,6 +97,19 @@ import Testing
         #expect(log.contains("applied migration"), "startup migrations are logged")
     }
 
+    @Test func checkHealth_ExitsZeroOnlyWhenTheServerAnswers() throws {
+        let server = try ServerProcess(["--database", ":memory:", "--log-level", "warning"])
+        let commandLine = CommandLineTests()
+        let healthy = try commandLine.run(["--check-health", "--host", "0.0.0.0", "--port", "\(server.port)"])
+        #expect(healthy.status == 0)
+        #expect(healthy.stderr.isEmpty)
+        #expect(server.stop().status == 0)
+        let down = try commandLine.run(["--check-health", "--port", "\(server.port)"])
+        #expect(down.status == 1)
+        #expect(down.stderr.hasPrefix("library-server: health check failed: connect to 127.0.0.1:"))
+        #expect(down.stderr.split(separator: "\n").count == 1)
+    }
+
     @Test func logLevelWarning_KeepsRequestsOutOfTheLog() throws {
         let server = try ServerProcess(["--database", ":memory:", "--log-level", "warning"])
         _ = try TestConnection(port: server.port).request("GET", "/healthz")
