@@ -40,100 +40,21 @@ import concurrent.futures
 import json
 import os
 import re
-import select
-import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from harness import HOST, Report, parse_headers, run_server, shorten, start_watchdog  # noqa: E402
+
 NAME = "hostile-requests"
-HOST = "127.0.0.1"
 TIME_LIMIT = 120  # seconds for the whole run; a watchdog stops everything past it
 CASE_TIMEOUT = 5.0  # seconds a case may take to be answered (or closed)
 SLOW_CASE_TIMEOUT = 15.0  # for cases that must run into the server's 10 s request timeout
 EOF_REACTION = 2.0  # seconds within which a client's end-of-stream must end a pending request
 CRLF = b"\r\n"
-
-
-# --- reporting ------------------------------------------------------------------------------
-
-
-class Report:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, ok, message):
-        if ok:
-            self.passed += 1
-        else:
-            self.failed += 1
-        print(f"{'ok' if ok else 'FAIL'} - {message}", flush=True)
-
-    def summary(self):
-        print(f"{NAME}: {self.passed} passed, {self.failed} failed", flush=True)
-        return 0 if self.failed == 0 else 1
-
-
-# --- the server under test ------------------------------------------------------------------
-
-
-class Server:
-    """The binary on a fresh temporary database, stdout read for the ready line, stderr to a file."""
-
-    def __init__(self, binary, workdir):
-        self.stderr_path = os.path.join(workdir, "server.stderr")
-        with open(self.stderr_path, "wb") as stderr:
-            self.process = subprocess.Popen(
-                [binary, "--port", "0", "--database", os.path.join(workdir, "lib.sqlite"),
-                 "--log-level", "warning"],
-                stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL)
-        try:
-            self.port = self._read_port(timeout=10)
-        except RuntimeError:
-            self.process.kill()
-            raise
-
-    def _read_port(self, timeout):
-        deadline = time.monotonic() + timeout
-        line = b""
-        while not line.endswith(b"\n"):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([self.process.stdout], [], [], remaining)[0]:
-                raise RuntimeError(f"no ready line within {timeout} s")
-            byte = os.read(self.process.stdout.fileno(), 1)
-            if not byte:
-                raise RuntimeError(f"server exited before it was ready: {self.stderr_tail()}")
-            line += byte
-        match = re.fullmatch(rb"listening on http://127\.0\.0\.1:(\d+)\n", line)
-        if not match:
-            raise RuntimeError(f"unexpected ready line {line!r}")
-        return int(match.group(1))
-
-    def alive(self):
-        return self.process.poll() is None
-
-    def stop(self, timeout=15):
-        """SIGTERM, then the exit status (None if it had to be killed)."""
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(5)
-            return None
-
-    def stderr_lines(self):
-        with open(self.stderr_path, "rb") as stderr:
-            return stderr.read().decode("utf-8", "replace").splitlines()
-
-    def stderr_tail(self):
-        return " | ".join(self.stderr_lines()[-3:])
 
 
 # --- talking HTTP over raw sockets ----------------------------------------------------------
@@ -164,14 +85,8 @@ class Outcome:
             return f"no response, connection {self.after} after {self.seconds:.1f} s"
         text = f"{self.status} {self.reason}"
         if self.detail:
-            text += f" ({_shorten(self.detail, 90)})"
+            text += f" ({shorten(self.detail, 90)})"
         return f"{text}, connection {self.after}, {self.seconds:.1f} s"
-
-
-def _shorten(text, limit):
-    """`text` cut to `limit` characters, with control characters escaped (it is printed as is)."""
-    text = "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def connect(port, timeout=CASE_TIMEOUT):
@@ -230,14 +145,6 @@ def read_response(sock, deadline, outcome):
             outcome.garbage = buffer
             return
         buffer += chunk
-
-
-def parse_headers(head):
-    headers = {}
-    for line in head.split(CRLF)[1:]:
-        name, _, value = line.partition(b":")
-        headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-    return headers
 
 
 def problem_detail(body):
@@ -561,7 +468,7 @@ def url_cases():
         "/books?cursor=cZZZ", "/books?cursor=c-1", "/books?cursor=czzzzzzzzzzzzz",
         "/books?fields=title,nosuchfield", "/books?available=yes",
     ]
-    cases = [Case(f"GET {_shorten(target, 60)}", get(target)) for target in targets]
+    cases = [Case(f"GET {shorten(target, 60)}", get(target)) for target in targets]
     cases.append(Case("GET /books?cursor= raw UTF-8", request(b"GET /books?cursor=\xc3\xa9 HTTP/1.1", host())))
     return cases
 
@@ -655,58 +562,23 @@ def check_eof_after_request(report, port):
                  f" [expected 200, then a close within {EOF_REACTION:.0f} s]")
 
 
-def check_stderr(report, server):
-    lines = server.stderr_lines()
-    bad = [line for line in lines if re.search(r"error|critical", line, re.IGNORECASE)]
-    for line in bad:
-        report.check(False, f"server stderr: {_shorten(line, 200)}")
-    if not bad:
-        report.check(True, f"server stderr has no error or critical line ({len(lines)} lines in all)")
-    for line in lines:
-        if line not in bad:
-            print(f"# server stderr: {_shorten(line, 200)}")
-
-
-def start_watchdog(report, holder):
-    """Past TIME_LIMIT: kill the server, print the summary so far with one more failure, exit 2."""
-    def expire(*_):
-        report.check(False, f"the run took more than {TIME_LIMIT} s; stopping")
-        if holder:
-            holder[0].process.kill()
-        report.summary()
-        os._exit(2)
-
-    signal.signal(signal.SIGALRM, expire)
-    signal.alarm(TIME_LIMIT)
+def run(report, server):
+    library, book = create_fixtures(server.port)
+    print(f"# server on port {server.port}; library {library['id']}, book {book['id']}")
+    run_cases(report, server.port, all_cases(library["id"], book["id"]))
+    check_eof_after_request(report, server.port)
+    check_state(report, server, library, book)
 
 
 def main():
     if len(sys.argv) != 2:
         sys.exit(f"usage: {sys.argv[0]} SERVER_BINARY")
-    report = Report()
+    report = Report(NAME)
     holder = []
-    start_watchdog(report, holder)
+    start_watchdog(report, holder, TIME_LIMIT)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="hostile-requests-") as workdir:
-        try:
-            server = Server(os.path.abspath(sys.argv[1]), workdir)
-        except (OSError, RuntimeError) as error:
-            report.check(False, f"could not start the server: {error}")
-            return report.summary()
-        holder.append(server)
-        try:
-            library, book = create_fixtures(server.port)
-            print(f"# server on port {server.port}; library {library['id']}, book {book['id']}")
-            run_cases(report, server.port, all_cases(library["id"], book["id"]))
-            check_eof_after_request(report, server.port)
-            check_state(report, server, library, book)
-        except (OSError, RuntimeError) as error:
-            report.check(False, f"the run stopped early: {error!r}")
-        finally:
-            status = server.stop()
-        report.check(status == 0, f"the server stopped on SIGTERM with exit status {status}")
-        check_stderr(report, server)
-    print(f"# {time.monotonic() - started:.1f} s")
+    if run_server(report, sys.argv[1], lambda server: run(report, server), holder, stop_timeout=15):
+        print(f"# {time.monotonic() - started:.1f} s")
     return report.summary()
 
 

@@ -43,18 +43,17 @@ import os
 import re
 import resource
 import select
-import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from typing import Optional
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from harness import HOST, Report, parse_metrics, run_server, start_watchdog  # noqa: E402
+
 NAME = "slow-clients"
-HOST = "127.0.0.1"
 TIME_LIMIT = 240  # seconds for the whole run; a watchdog stops everything past it
 IO_TIMEOUT = 5.0  # seconds for any single socket operation of the well-behaved clients
 
@@ -74,90 +73,16 @@ PIPELINED = 50_000  # GET /healthz requests a greedy client sends at once: ~2 Mi
 PIPELINE_SILENCE = 15.0  # seconds without an answer after which the pipeline is declared stuck
 
 
-# --- reporting ------------------------------------------------------------------------------
-
-
-class Report:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, ok, message):
-        if ok:
-            self.passed += 1
-        else:
-            self.failed += 1
-        print(f"{'ok' if ok else 'FAIL'} - {message}", flush=True)
-
-    @staticmethod
-    def note(message):
-        print(f"# {message}", flush=True)
-
-    def summary(self):
-        print(f"{NAME}: {self.passed} passed, {self.failed} failed", flush=True)
-        return 0 if self.failed == 0 else 1
-
-
 # --- the server under test ------------------------------------------------------------------
 
 
-class Server:
-    """The binary on a fresh temporary database, stdout read for the ready line, stderr to a file."""
-
-    def __init__(self, binary, workdir):
-        self.stderr_path = os.path.join(workdir, "server.stderr")
-        with open(self.stderr_path, "wb") as stderr:
-            self.process = subprocess.Popen(
-                [binary, "--port", "0", "--database", os.path.join(workdir, "lib.sqlite"),
-                 "--log-level", "warning"],
-                stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL)
-        try:
-            self.port = self._read_port(timeout=10)
-        except RuntimeError:
-            self.process.kill()
-            raise
-
-    def _read_port(self, timeout):
-        deadline = time.monotonic() + timeout
-        line = b""
-        while not line.endswith(b"\n"):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([self.process.stdout], [], [], remaining)[0]:
-                raise RuntimeError(f"no ready line within {timeout} s")
-            byte = os.read(self.process.stdout.fileno(), 1)
-            if not byte:
-                raise RuntimeError("the server exited before it was ready")
-            line += byte
-        match = re.fullmatch(rb"listening on http://127\.0\.0\.1:(\d+)\n", line)
-        if not match:
-            raise RuntimeError(f"unexpected ready line {line!r}")
-        return int(match.group(1))
-
-    def alive(self):
-        return self.process.poll() is None
-
-    def rss_mib(self):
-        try:
-            with open(f"/proc/{self.process.pid}/status") as status:
-                kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
-            return kib / 1024
-        except (OSError, StopIteration):
-            return float("nan")
-
-    def stop(self, timeout=20):
-        """SIGTERM, then the exit status (None if it had to be killed)."""
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(5)
-            return None
-
-    def stderr_lines(self):
-        with open(self.stderr_path, "rb") as stderr:
-            return stderr.read().decode("utf-8", "replace").splitlines()
+def rss_mib(server):
+    try:
+        with open(f"/proc/{server.pid}/status") as status:
+            kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+        return kib / 1024
+    except (OSError, StopIteration):
+        return float("nan")
 
 
 # --- well-behaved HTTP over raw sockets -----------------------------------------------------
@@ -216,7 +141,7 @@ def get_json(port, path):
 
 
 def scrape_metrics(port):
-    """The unlabelled samples of GET /metrics, by name."""
+    """The samples of GET /metrics, by name (and labels, if any)."""
     client = Client(port)
     try:
         status, body = client.request("GET", "/metrics")
@@ -224,12 +149,7 @@ def scrape_metrics(port):
         client.close()
     if status != 200:
         raise ConnectionError(f"GET /metrics answered {status}")
-    samples = {}
-    for line in body.decode().splitlines():
-        match = re.fullmatch(r"([a-z_]+) (\S+)", line)
-        if match:
-            samples[match.group(1)] = float(match.group(2))
-    return samples
+    return parse_metrics(body.decode())
 
 
 # --- background workers ---------------------------------------------------------------------
@@ -590,18 +510,6 @@ def check_deep_pipeline(report, port):
                  f"{answered} answered 200{ending}, after {time.monotonic() - started:.1f} s")
 
 
-def check_stderr(report, server):
-    lines = server.stderr_lines()
-    bad = [line for line in lines if re.search(r"error|critical", line, re.IGNORECASE)]
-    for line in bad[:20]:
-        report.check(False, f"server stderr: {line[:200]}")
-    if not bad:
-        report.check(True, f"server stderr has no error or critical line ({len(lines)} lines in all)")
-    for line in lines[:20]:
-        if line not in bad:
-            Report.note(f"server stderr: {line[:200]}")
-
-
 # --- the run --------------------------------------------------------------------------------
 
 
@@ -645,7 +553,7 @@ def run(report, server, heads_count, silent_count, subscriber_count):
         heads = open_half_heads(port, heads_count, watcher)
         Report.note(f"opened {subscriber_count} subscribers, {silent_count} silent connections and "
                     f"{heads_count} half-sent heads; open connections "
-                    f"{scrape_metrics(port)['library_http_open_connections']:.0f}, server RSS {server.rss_mib():.0f} MiB")
+                    f"{scrape_metrics(port)['library_http_open_connections']:.0f}, server RSS {rss_mib(server):.0f} MiB")
 
         first_patch = time.monotonic()
         statuses = change_titles(port, book_id, TITLE_CHANGES)
@@ -653,14 +561,14 @@ def run(report, server, heads_count, silent_count, subscriber_count):
         report.check(statuses == [200] * TITLE_CHANGES,
                      f"{TITLE_CHANGES} title PATCHes (~400 characters) while the clients hang on: "
                      f"{statuses.count(200)} answered 200 in {last_patch - first_patch:.1f} s; "
-                     f"server RSS {server.rss_mib():.0f} MiB")
+                     f"server RSS {rss_mib(server):.0f} MiB")
 
         last_activity = max([entry.started for entry in heads + silent] + [last_patch])
         wait_until(lambda: all(entry.ended for entry in heads), heads[-1].started + HEAD_CLOSE_WINDOW[1] + 2)
         wait_until(lambda: sampler.latest("library_sse_subscribers") == 0, last_patch + STALL_CLOSE[1] + 2)
         wait_until(lambda: all(entry.ended for entry in silent), silent[0].started + IDLE_WATCH)
         Report.note(f"waited {time.monotonic() - last_activity:.0f} s after the last client and PATCH; "
-                    f"server RSS {server.rss_mib():.0f} MiB")
+                    f"server RSS {rss_mib(server):.0f} MiB")
     finally:
         probe.stop()
         watcher.stop()
@@ -688,48 +596,22 @@ def parse_arguments():
     return parser.parse_args()
 
 
-def start_watchdog(report, holder):
-    """Past TIME_LIMIT: kill the server, print the summary so far with one more failure, exit 2."""
-    def expire(*_):
-        report.check(False, f"the run took more than {TIME_LIMIT} s; stopping")
-        if holder:
-            holder[0].process.kill()
-        report.summary()
-        os._exit(2)
-
-    signal.signal(signal.SIGALRM, expire)
-    signal.alarm(TIME_LIMIT)
-
-
 def main():
     arguments = parse_arguments()
     counts = [max(1, round(default * arguments.scale))
               for default in (DEFAULT_HEADS, DEFAULT_IDLE, DEFAULT_SUBSCRIBERS)]
-    report = Report()
+    report = Report(NAME)
     holder = []
-    start_watchdog(report, holder)
+    start_watchdog(report, holder, TIME_LIMIT)
     started = time.monotonic()
     try:
         raise_fd_limit(sum(counts) + 200)
     except (ValueError, RuntimeError) as error:
         report.check(False, str(error))
         return report.summary()
-    with tempfile.TemporaryDirectory(prefix="slow-clients-") as workdir:
-        try:
-            server = Server(os.path.abspath(arguments.server), workdir)
-        except (OSError, RuntimeError) as error:
-            report.check(False, f"could not start the server: {error}")
-            return report.summary()
-        holder.append(server)
-        try:
-            run(report, server, *counts)
-        except (OSError, RuntimeError) as error:
-            report.check(False, f"the run stopped early: {error!r}")
-        finally:
-            status = server.stop()
-        report.check(status == 0, f"the server stopped on SIGTERM with exit status {status}")
-        check_stderr(report, server)
-    Report.note(f"{time.monotonic() - started:.1f} s")
+    if run_server(report, arguments.server, lambda server: run(report, server, *counts), holder,
+                  stderr_most=20, stderr_show=lambda line: line[:200]):
+        Report.note(f"{time.monotonic() - started:.1f} s")
     return report.summary()
 
 

@@ -60,12 +60,9 @@ import json
 import os
 import random
 import re
-import select
-import signal
 import socket
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -76,8 +73,10 @@ import uuid
 from collections import deque
 from dataclasses import dataclass
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from harness import HOST, Report, Server, parse_headers, parse_metrics, shorten, start_watchdog  # noqa: E402
+
 NAME = "soak"
-HOST = "127.0.0.1"
 IO_TIMEOUT = 10.0  # seconds for any one socket operation
 WATCHDOG_MARGIN = 240  # seconds allowed beyond --seconds for seeding, settling and checks
 SAMPLE_EVERY = 5.0
@@ -107,23 +106,6 @@ AUTHORS = ["", "Frank Herbert", "Jane Austen", "James Joyce", "Лев Толст
 # --- reporting ------------------------------------------------------------------------------
 
 
-class Report:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, ok, message):
-        if ok:
-            self.passed += 1
-        else:
-            self.failed += 1
-        print(f"{'ok' if ok else 'FAIL'} - {message}", flush=True)
-
-    def summary(self):
-        print(f"{NAME}: {self.passed} passed, {self.failed} failed", flush=True)
-        return 0 if self.failed == 0 else 1
-
-
 class Tally:
     """Thread-safe counts, and the first few examples of each kind of problem."""
 
@@ -149,12 +131,7 @@ class Tally:
     def describe(self, kind):
         with self.lock:
             examples = self.examples.get(kind, [])
-        return "; ".join(_shorten(example, 300) for example in examples)
-
-
-def _shorten(text, limit):
-    text = "".join(char if char.isprintable() else repr(char)[1:-1] for char in str(text))
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+        return "; ".join(shorten(example, 300) for example in examples)
 
 
 # Kinds counted in the shared tally:
@@ -165,60 +142,6 @@ def _shorten(text, limit):
 #   thread-crash          a client thread died of an exception
 #   5xx                   a 5xx response (REST or stream)
 #   events:<kind>, deletes seen, gone when resuming, resumes, subscriptions, ...: for the report
-
-
-# --- the server under test ------------------------------------------------------------------
-
-
-class Server:
-    """The binary on a fresh temporary database, stdout read for the ready line, stderr to a file."""
-
-    def __init__(self, binary, workdir):
-        self.stderr_path = os.path.join(workdir, "server.stderr")
-        with open(self.stderr_path, "wb") as stderr:
-            self.process = subprocess.Popen(
-                [binary, "--port", "0", "--database", os.path.join(workdir, "lib.sqlite"),
-                 "--log-level", "warning"],
-                stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL)
-        self.port = self._read_port(timeout=10)
-
-    def _read_port(self, timeout):
-        deadline = time.monotonic() + timeout
-        line = b""
-        while not line.endswith(b"\n"):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([self.process.stdout], [], [], remaining)[0]:
-                raise RuntimeError(f"no ready line within {timeout} s")
-            byte = os.read(self.process.stdout.fileno(), 1)
-            if not byte:
-                raise RuntimeError("server exited before it was ready: " + " | ".join(self.stderr_lines()[-3:]))
-            line += byte
-        match = re.fullmatch(rb"listening on http://127\.0\.0\.1:(\d+)\n", line)
-        if not match:
-            raise RuntimeError(f"unexpected ready line {line!r}")
-        return int(match.group(1))
-
-    @property
-    def pid(self):
-        return self.process.pid
-
-    def alive(self):
-        return self.process.poll() is None
-
-    def stop(self, timeout=20):
-        """SIGTERM, then the exit status (None if it had to be killed)."""
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(5)
-            return None
-
-    def stderr_lines(self):
-        with open(self.stderr_path, "rb") as stderr:
-            return stderr.read().decode("utf-8", "replace").splitlines()
 
 
 # --- REST client ----------------------------------------------------------------------------
@@ -485,7 +408,9 @@ class LoadThread(ClientThread):
             if cursor:
                 query += f"&cursor={urllib.parse.quote(cursor)}"
             response = self.api.call("GET", path + ("&" if "?" in path else "?") + query)
-            if not self.api.expect(response, {200, 404} if library in path else {200}, f"GET {path}"):
+            # A library deleted by another thread mid-paging is a 404: the listing ends there.
+            if not self.api.expect(response, {200, 404} if library in path else {200}, f"GET {path}") \
+                    or response.status != 200:
                 return
             for item in response.body["items"]:
                 if item["id"] in seen:
@@ -662,12 +587,8 @@ class EventStream:
             if not self._recv(deadline - time.monotonic()) and time.monotonic() >= deadline:
                 raise TimeoutError("no response head")
         head, self.raw = self.raw.split(b"\r\n\r\n", 1)
-        lines = head.decode("latin-1").split("\r\n")
-        status = int(lines[0].split()[1])
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
+        status = int(head.split(b"\r\n", 1)[0].split()[1])
+        headers = parse_headers(head)
         if status == 200:
             return status, headers, None
         length = int(headers.get("content-length", "0"))
@@ -1087,12 +1008,7 @@ def scrape(port, tally):
     api = Api(port, tally)
     response = api.call("GET", "/metrics")
     api.close()
-    metrics = {}
-    for line in response.text.splitlines() if response.status == 200 else []:
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            metrics[name] = float(value)
-    return metrics
+    return parse_metrics(response.text) if response.status == 200 else {}
 
 
 def take_sample(server, tally, started, phase):
@@ -1170,7 +1086,7 @@ def final_state_verdicts(port, tally, subscribers):
     books = sum(isinstance(view, BookView) for view, _ in held)
     connected = f"(a) {len(held)} subscribers still connected ({books} on books, {len(held) - books} on libraries)"
     if mismatches:
-        shown = " | ".join(_shorten(mismatch, 400) for mismatch in mismatches[:MAX_EXAMPLES])
+        shown = " | ".join(shorten(mismatch, 400) for mismatch in mismatches[:MAX_EXAMPLES])
         models = (False, f"{connected}: {len(mismatches)} differ from GET: {shown}")
     else:
         models = (True, f"{connected}: each model equals GET for exactly its fields")
@@ -1234,11 +1150,18 @@ def check_flat(report, samples, baseline, idle):
 
 
 def wait_for_idle_gauges(server, tally, started):
-    """Samples until the gauges show no subscribers and at most the scrape's own connection (10 s)."""
+    """Samples until the gauges show no subscribers and at most the scrape's own connection (10 s).
+
+    A sample reads the descriptor count before it scrapes the gauges, so the sample that first
+    sees idle gauges may have counted descriptors still closing; the one returned is taken after.
+    """
     deadline = time.monotonic() + 10
     while True:
         sample = take_sample(server, tally, started, "idle")
-        if (sample.subscribers == 0 and sample.connections <= 2) or time.monotonic() > deadline:
+        if sample.subscribers == 0 and sample.connections <= 2:
+            time.sleep(0.25)
+            return take_sample(server, tally, started, "idle")
+        if time.monotonic() > deadline:
             return sample
         time.sleep(0.25)
 
@@ -1273,28 +1196,16 @@ def check_stderr(report, server):
     lines = server.stderr_lines()
     bad = [line for line in lines if re.match(r"\S+ (error|critical) ", line)]
     if bad:
-        shown = " | ".join(_shorten(line, 200) for line in bad[:MAX_EXAMPLES])
+        shown = " | ".join(shorten(line, 200) for line in bad[:MAX_EXAMPLES])
         report.check(False, f"(e) the server logged {len(bad)} error or critical lines: {shown}")
     else:
         report.check(True, f"(e) server stderr has no error or critical line ({len(lines)} lines in all)")
     for line in lines[:MAX_EXAMPLES]:
         if line not in bad:
-            print(f"#   server stderr: {_shorten(line, 200)}")
+            print(f"#   server stderr: {shorten(line, 200)}")
 
 
 # --- the run ----------------------------------------------------------------------------------
-
-
-def start_watchdog(limit, holder):
-    def expire(*_):
-        print(f"FAIL - the run took more than {limit} s; stopping", flush=True)
-        if holder:
-            holder[0].process.kill()
-        print(f"{NAME}: 0 passed, 1 failed", flush=True)
-        os._exit(2)
-
-    signal.signal(signal.SIGALRM, expire)
-    signal.alarm(limit)
 
 
 def soak(report, server, seconds, seed):
@@ -1349,9 +1260,11 @@ def main():
     parser.add_argument("--seed", type=int, default=random.randrange(1_000_000),
                         help="seed of the random choices (printed; threads still interleave differently)")
     args = parser.parse_args()
-    report = Report()
+    report = Report(NAME)
     holder = []
-    start_watchdog(int(args.seconds) + WATCHDOG_MARGIN, holder)
+    # The watchdog's report is a fresh one: its summary is "soak: 0 passed, 1 failed", whatever
+    # the run had counted so far.
+    start_watchdog(Report(NAME), holder, int(args.seconds) + WATCHDOG_MARGIN)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="soak-") as workdir:
         server = Server(os.path.abspath(args.binary), workdir)

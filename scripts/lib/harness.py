@@ -1,0 +1,204 @@
+"""The Python test harness shared by scripts/hostile-requests.py, slow-clients.py and soak.py.
+
+Standard library only, like the scripts; they import it with
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+    from harness import ...
+
+Provides
+  HOST                      "127.0.0.1", the only address the scripts talk to
+  Report(name)              the counters: check(ok, message) counts a check and prints
+                            "ok - message" or "FAIL - message"; note(message) prints "# message";
+                            summary() prints "NAME: N passed, M failed" and returns the exit status
+                            (0, or 1 when anything failed)
+  Server(binary, workdir)   the binary on a fresh database in workdir (`--port 0`, `--log-level
+                            warning`), its port read from the ready line `listening on
+                            http://127.0.0.1:PORT` (killed if that does not come within 10 s),
+                            stderr to a file; port, pid, alive(), stop(timeout) (SIGTERM, then the
+                            exit status; None when it had to be killed), stderr_lines(), stderr_tail()
+  run_server(...)           the usual run: the server on a fresh temporary directory, the script's
+                            checks, SIGTERM (exit status 0 expected), then check_stderr
+  check_stderr(...)         fails on every stderr line that mentions `error` or `critical`
+                            (bad input is the client's mistake, not a server error), notes the rest
+  start_watchdog(...)       past a time limit: kill the server, one more failure, the summary, exit 2
+  shorten(text, limit)      text cut to limit characters, control characters escaped, for printing
+  parse_headers(head)       a response head's header fields as {lowercase name: value}
+  parse_metrics(text)       GET /metrics as {name or name{labels}: value}
+"""
+
+import os
+import re
+import select
+import signal
+import subprocess
+import tempfile
+import time
+
+HOST = "127.0.0.1"
+
+
+# --- reporting ------------------------------------------------------------------------------
+
+
+class Report:
+    def __init__(self, name):
+        self.name = name
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, ok, message):
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+        print(f"{'ok' if ok else 'FAIL'} - {message}", flush=True)
+
+    @staticmethod
+    def note(message):
+        print(f"# {message}", flush=True)
+
+    def summary(self):
+        print(f"{self.name}: {self.passed} passed, {self.failed} failed", flush=True)
+        return 0 if self.failed == 0 else 1
+
+
+def shorten(text, limit):
+    """`text` cut to `limit` characters, with control characters escaped (it is printed as is)."""
+    text = "".join(char if char.isprintable() else repr(char)[1:-1] for char in str(text))
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+# --- the server under test ------------------------------------------------------------------
+
+
+class Server:
+    """The binary on a fresh temporary database, stdout read for the ready line, stderr to a file."""
+
+    def __init__(self, binary, workdir):
+        self.stderr_path = os.path.join(workdir, "server.stderr")
+        with open(self.stderr_path, "wb") as stderr:
+            self.process = subprocess.Popen(
+                [binary, "--port", "0", "--database", os.path.join(workdir, "lib.sqlite"),
+                 "--log-level", "warning"],
+                stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL)
+        try:
+            self.port = self._read_port(timeout=10)
+        except RuntimeError:
+            self.process.kill()
+            raise
+
+    def _read_port(self, timeout):
+        deadline = time.monotonic() + timeout
+        line = b""
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.process.stdout], [], [], remaining)[0]:
+                raise RuntimeError(f"no ready line within {timeout} s")
+            byte = os.read(self.process.stdout.fileno(), 1)
+            if not byte:
+                raise RuntimeError(f"server exited before it was ready: {self.stderr_tail()}")
+            line += byte
+        match = re.fullmatch(rb"listening on http://127\.0\.0\.1:(\d+)\n", line)
+        if not match:
+            raise RuntimeError(f"unexpected ready line {line!r}")
+        return int(match.group(1))
+
+    @property
+    def pid(self):
+        return self.process.pid
+
+    def alive(self):
+        return self.process.poll() is None
+
+    def stop(self, timeout=20):
+        """SIGTERM, then the exit status (None if it had to be killed)."""
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(5)
+            return None
+
+    def stderr_lines(self):
+        with open(self.stderr_path, "rb") as stderr:
+            return stderr.read().decode("utf-8", "replace").splitlines()
+
+    def stderr_tail(self):
+        return " | ".join(self.stderr_lines()[-3:])
+
+
+def check_stderr(report, server, most=None, show=lambda line: shorten(line, 200)):
+    """One failure per stderr line mentioning `error` or `critical` (the first `most` of them), or
+    one pass when there is none; the other lines (of the first `most`) as notes, through `show`."""
+    lines = server.stderr_lines()
+    bad = [line for line in lines if re.search(r"error|critical", line, re.IGNORECASE)]
+    for line in bad[:most]:
+        report.check(False, f"server stderr: {show(line)}")
+    if not bad:
+        report.check(True, f"server stderr has no error or critical line ({len(lines)} lines in all)")
+    for line in lines[:most]:
+        if line not in bad:
+            Report.note(f"server stderr: {show(line)}")
+
+
+def run_server(report, binary, run, holder, stop_timeout=20, stderr_most=None,
+               stderr_show=lambda line: shorten(line, 200)):
+    """Starts the server on a fresh temporary directory named after the report (a failure to start
+    is a failed check, and returns False) and puts it in `holder` for the watchdog; calls
+    run(server), where an OSError or RuntimeError is a failed check ("the run stopped early");
+    then stops it with SIGTERM, which must give exit status 0, and checks its stderr. Returns True."""
+    with tempfile.TemporaryDirectory(prefix=f"{report.name}-") as workdir:
+        try:
+            server = Server(os.path.abspath(binary), workdir)
+        except (OSError, RuntimeError) as error:
+            report.check(False, f"could not start the server: {error}")
+            return False
+        holder.append(server)
+        try:
+            run(server)
+        except (OSError, RuntimeError) as error:
+            report.check(False, f"the run stopped early: {error!r}")
+        finally:
+            status = server.stop(stop_timeout)
+        report.check(status == 0, f"the server stopped on SIGTERM with exit status {status}")
+        check_stderr(report, server, stderr_most, stderr_show)
+    return True
+
+
+def start_watchdog(report, holder, limit):
+    """Past `limit` seconds: kill the server (holder[0], once there is one), print the summary so
+    far with one more failure, exit 2."""
+    def expire(*_):
+        report.check(False, f"the run took more than {limit} s; stopping")
+        if holder:
+            holder[0].process.kill()
+        report.summary()
+        os._exit(2)
+
+    signal.signal(signal.SIGALRM, expire)
+    signal.alarm(limit)
+
+
+# --- reading responses ----------------------------------------------------------------------
+
+
+def parse_headers(head):
+    """The header fields of a response head (bytes, status line first, no final blank line) as
+    {lowercase name: value}; a repeated name keeps its last value."""
+    headers = {}
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+    return headers
+
+
+def parse_metrics(text):
+    """The samples of a GET /metrics body (Prometheus text) as {name or name{labels}: value}."""
+    metrics = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            metrics[name] = float(value)
+    return metrics
