@@ -1,0 +1,464 @@
+#!/usr/bin/env python3
+"""library-server against a Hummingbird 2 comparator, side by side on this machine.
+
+    Benchmarks/run.sh [options]        (builds both servers first; see --help)
+
+Every workload runs A B A B: in each round our server, then the comparator, each started fresh
+on its own copy of the same seeded database, warmed up, then loaded with wrk for a fixed time.
+The table gives medians over the rounds, and our/comparator ratios. Everything runs on
+127.0.0.1 and every step has a time limit, so the script stops by itself.
+
+Then, for library-server alone: GET and list cost from 10,000 to 1,000,000 books, the SSE
+fan-out cost from few to many subscribers, and the over-observation figure. The results go to
+Benchmarks/results/ (results.md, results.json, chart.svg) and into README.md between the
+`benchmark:begin` and `benchmark:end` markers.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+OURS = os.path.join(ROOT, ".build", "release", "library-server")
+COMPARATOR = os.path.join(HERE, ".build", "release", "hummingbird-comparator")
+RESULTS = os.path.join(HERE, "results")
+
+WORKLOADS = {
+    "get": "GET /books/{id}",
+    "list": "GET /libraries/{id}/books?limit=50",
+    "post": "POST /books",
+    "patch": "PATCH /books/{id}",
+    "mix": "90 % GET / 10 % PATCH",
+}
+# The issue's targets: our req/s at least this many times the comparator's, and p99 no worse.
+TARGETS = {"get": 1.5, "patch": 1.5, "list": 1.2, "post": 1.2}
+
+SERVERS = {
+    "library-server": lambda db: [OURS, "--port", "0", "--database", db, "--log-level", "warning"],
+    "hummingbird": lambda db: [COMPARATOR, "--port", "0", "--database", db],
+}
+
+running = []
+
+
+def stop_all(*_):
+    for process in running:
+        if process.poll() is None:
+            process.kill()
+    if _:
+        sys.exit(130)
+
+
+signal.signal(signal.SIGTERM, stop_all)
+signal.signal(signal.SIGINT, stop_all)
+
+
+def log(message):
+    print(message, flush=True)
+
+
+class Server:
+    """A server process on a free port, stopped with SIGTERM (or killed) when done."""
+
+    def __init__(self, command, ready_timeout=120):
+        started = time.monotonic()
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        running.append(self.process)
+        self.port = None
+        deadline = started + ready_timeout
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            match = re.match(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if match:
+                self.port = int(match.group(1))
+                break
+        if self.port is None:
+            self.stop()
+            raise RuntimeError("%s did not start" % command[0])
+        self.startup_seconds = time.monotonic() - started
+
+    def status(self, key):
+        with open("/proc/%d/status" % self.process.pid) as status:
+            for line in status:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+        return 0
+
+    def cpu_seconds(self):
+        with open("/proc/%d/stat" % self.process.pid) as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        running.remove(self.process)
+
+
+def wrk(port, workload, seconds, args, books, libraries):
+    environment = dict(os.environ, BENCH_LUA=os.path.join(HERE, "wrk"), BOOKS=str(books), LIBRARIES=str(libraries))
+    command = [
+        "wrk", "-t%d" % args.threads, "-c%d" % args.connections, "-d%ds" % seconds, "--timeout", "5s",
+        "-s", os.path.join(HERE, "wrk", workload + ".lua"), "http://127.0.0.1:%d" % port,
+    ]
+    output = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=seconds + 60)
+    match = re.search(r"^RESULT (.*)$", output.stdout, re.M)
+    if output.returncode != 0 or not match:
+        raise RuntimeError("wrk failed: %s%s" % (output.stdout, output.stderr))
+    result = {key: float(value) for key, value in (pair.split("=") for pair in match.group(1).split())}
+    result["rps"] = result["requests"] / result["seconds"]
+    return result
+
+
+def measure(server_name, workload, database, work, args, books, libraries):
+    """One run: a fresh server on a fresh copy of `database`, warm-up, then the measured load."""
+    copy = os.path.join(work, "run.sqlite")
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(copy + suffix):
+            os.remove(copy + suffix)
+    shutil.copyfile(database, copy)
+    server = Server(SERVERS[server_name](copy))
+    try:
+        if args.warmup > 0:
+            wrk(server.port, workload, args.warmup, args, books, libraries)
+        cpu_before = server.cpu_seconds()
+        result = wrk(server.port, workload, args.duration, args, books, libraries)
+        result["cpu_ms_per_kreq"] = (server.cpu_seconds() - cpu_before) * 1000 / (result["requests"] / 1000)
+        result["peak_rss_mib"] = server.status("VmHWM") / 1024
+        result["startup_ms"] = server.startup_seconds * 1000
+    finally:
+        server.stop()
+    if result["non2xx"] or result["socket_errors"]:
+        raise RuntimeError(
+            "%s %s: %d non-2xx answers, %d socket errors"
+            % (server_name, workload, result["non2xx"], result["socket_errors"])
+        )
+    return result
+
+
+def seeded(books, work, libraries):
+    path = os.path.join(work, "seed-%d.sqlite" % books)
+    if not os.path.exists(path):
+        subprocess.run([sys.executable, os.path.join(HERE, "seed.py"), OURS, path, str(books), str(libraries)],
+                       check=True, timeout=1800)
+    return path
+
+
+def median_of(runs, key):
+    return statistics.median(run[key] for run in runs)
+
+
+def compare(args, work):
+    database = seeded(args.books, work, args.libraries)
+    runs = {(w, s): [] for w in args.workloads for s in SERVERS}
+    for round_number in range(1, args.rounds + 1):
+        for workload in args.workloads:
+            for server_name in SERVERS:  # A, then B, every round
+                result = measure(server_name, workload, database, work, args, args.books, args.libraries)
+                runs[(workload, server_name)].append(result)
+                log("round %d  %-6s %-15s %9.0f req/s  p50 %6.2f ms  p99 %6.2f ms  RSS %5.1f MiB"
+                    % (round_number, workload, server_name, result["rps"], result["p50_us"] / 1000,
+                       result["p99_us"] / 1000, result["peak_rss_mib"]))
+    table = []
+    for workload in args.workloads:
+        row = {"workload": workload, "label": WORKLOADS[workload]}
+        for server_name in SERVERS:
+            measured = runs[(workload, server_name)]
+            row[server_name] = {
+                key: median_of(measured, key)
+                for key in ("rps", "p50_us", "p99_us", "peak_rss_mib", "cpu_ms_per_kreq")
+            }
+            row[server_name]["rounds"] = [round(run["rps"]) for run in measured]
+        ours, theirs = row["library-server"], row["hummingbird"]
+        row["ratio"] = ours["rps"] / theirs["rps"]
+        row["p99_ratio"] = ours["p99_us"] / theirs["p99_us"]
+        target = TARGETS.get(workload)
+        row["target"] = target
+        row["met"] = None if target is None else (row["ratio"] >= target and ours["p99_us"] <= theirs["p99_us"])
+        table.append(row)
+    return table
+
+
+def scale(args, work):
+    rows = []
+    for books in args.scale:
+        libraries = max(100, books // 100)
+        database = seeded(books, work, libraries)
+        row = {"books": books, "libraries": libraries, "database_mib": os.path.getsize(database) / 2**20}
+        for workload in ("get", "list"):
+            measured = [measure("library-server", workload, database, work, args, books, libraries)
+                        for _ in range(args.scale_rounds)]
+            row[workload] = {key: median_of(measured, key) for key in ("rps", "p50_us", "p99_us", "startup_ms",
+                                                                        "peak_rss_mib")}
+            log("scale %8d books  %-4s %9.0f req/s  p99 %6.2f ms  startup %5.0f ms  RSS %5.1f MiB"
+                % (books, workload, row[workload]["rps"], row[workload]["p99_us"] / 1000,
+                   row[workload]["startup_ms"], row[workload]["peak_rss_mib"]))
+        rows.append(row)
+    return rows
+
+
+def fanout(args):
+    rows = []
+    for subscribers in args.fanout:
+        output = subprocess.run(
+            ["bash", os.path.join(HERE, "fanout.sh"), str(subscribers), str(args.fanout_rounds)],
+            capture_output=True, text=True, timeout=900, env=dict(os.environ, SERVER=OURS),
+        )
+        text = output.stdout
+        result = re.findall(r"^RESULT (.*)$", text, re.M)
+        cpu = re.search(r"server CPU during rounds\s+([\d.]+) ms", text)
+        if output.returncode != 0 or not result or not cpu:
+            raise RuntimeError("fanout.sh %d failed:\n%s%s" % (subscribers, text[-3000:], output.stderr[-2000:]))
+        fields = dict(pair.split("=") for pair in result[-1].split())
+        memory = re.search(r"server memory per subscriber\s+([\d.]+) KiB", text)
+        row = {
+            "subscribers": subscribers,
+            "rounds": args.fanout_rounds,
+            "received": int(fields["received"]),
+            "missed": int(fields["missed"]),
+            "p50_ms": float(fields["p50"]),
+            "p99_ms": float(fields["p99"]),
+            "cpu_ms_per_round": float(cpu.group(1)) / args.fanout_rounds,
+            "kib_per_subscriber": float(memory.group(1)) if memory else None,
+        }
+        row["cpu_us_per_event"] = row["cpu_ms_per_round"] * 1000 / subscribers
+        rows.append(row)
+        log("fanout %6d subscribers  p50 %7.1f ms  p99 %7.1f ms  CPU %6.1f ms/round (%.2f µs per event)  %s KiB each"
+            % (subscribers, row["p50_ms"], row["p99_ms"], row["cpu_ms_per_round"], row["cpu_us_per_event"],
+               row["kib_per_subscriber"]))
+    return rows
+
+
+def over_observation(args, work):
+    database = seeded(args.books, work, args.libraries)
+    copy = os.path.join(work, "observe.sqlite")
+    shutil.copyfile(database, copy)
+    server = Server(SERVERS["library-server"](copy))
+    try:
+        output = subprocess.run(
+            [sys.executable, os.path.join(HERE, "overobserve.py"), str(server.port), str(args.books)],
+            capture_output=True, text=True, timeout=600,
+        )
+    finally:
+        server.stop()
+    if output.returncode != 0:
+        raise RuntimeError("overobserve.py failed:\n%s%s" % (output.stdout, output.stderr))
+    log(output.stdout.rstrip())
+    return json.loads(re.search(r"^JSON (.*)$", output.stdout, re.M).group(1))
+
+
+# ---- reporting ---------------------------------------------------------------------------------
+
+
+def markdown(results):
+    lines = []
+    settings = results["settings"]
+    lines.append("Measured %s on this machine (%s), `wrk -t%d -c%d`, %d s per run after %d s of warm-up, "
+                 "%d rounds A B A B, medians; %d books in %d libraries."
+                 % (results["date"], settings["machine"], settings["threads"], settings["connections"],
+                    settings["duration"], settings["warmup"], settings["rounds"], settings["books"],
+                    settings["libraries"]))
+    lines.append("")
+    if results.get("compare"):
+        lines.append("| workload | library-server req/s | Hummingbird req/s | ratio (target) | p50 ours / HB (ms) "
+                     "| p99 ours / HB (ms) | peak RSS ours / HB (MiB) | server CPU per 1k req ours / HB (ms) |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for row in results["compare"]:
+            ours, theirs = row["library-server"], row["hummingbird"]
+            target = "" if row["target"] is None else " (≥ %.1f× %s)" % (row["target"], "met" if row["met"] else "MISSED")
+            lines.append("| %s | %.0f | %.0f | %.2f×%s | %.2f / %.2f | %.2f / %.2f | %.1f / %.1f | %.0f / %.0f |" % (
+                row["label"].replace("|", "\\|"), ours["rps"], theirs["rps"], row["ratio"], target,
+                ours["p50_us"] / 1000, theirs["p50_us"] / 1000, ours["p99_us"] / 1000, theirs["p99_us"] / 1000,
+                ours["peak_rss_mib"], theirs["peak_rss_mib"], ours["cpu_ms_per_kreq"], theirs["cpu_ms_per_kreq"]))
+        lines.append("")
+    if results.get("scale"):
+        lines.append("| books | database (MiB) | startup (ms) | GET req/s | GET p99 (ms) | list req/s | list p99 (ms) |")
+        lines.append("|---:|---:|---:|---:|---:|---:|---:|")
+        for row in results["scale"]:
+            lines.append("| %s | %.0f | %.0f | %.0f | %.2f | %.0f | %.2f |" % (
+                format(row["books"], ","), row["database_mib"], row["get"]["startup_ms"], row["get"]["rps"],
+                row["get"]["p99_us"] / 1000, row["list"]["rps"], row["list"]["p99_us"] / 1000))
+        lines.append("")
+    if results.get("fanout"):
+        lines.append("| SSE subscribers on one book | change → event p50 (ms) | p99 (ms) | server CPU per change (ms) "
+                     "| CPU per event delivered (µs) | memory per subscriber (KiB) |")
+        lines.append("|---:|---:|---:|---:|---:|---:|")
+        for row in results["fanout"]:
+            lines.append("| %s | %.1f | %.1f | %.1f | %.2f | %s |" % (
+                format(row["subscribers"], ","), row["p50_ms"], row["p99_ms"], row["cpu_ms_per_round"],
+                row["cpu_us_per_event"], "%.2f" % row["kib_per_subscriber"] if row["kib_per_subscriber"] else "?"))
+        lines.append("")
+    if results.get("observation"):
+        o = results["observation"]
+        lines.append("Over-observation: %d subscribers on %d books, each asking for %s; %d random single-field "
+                     "PATCHes. Events delivered: **%d**; a push-everything design (`ObservableObject`: every change "
+                     "to every subscriber of the object) would send %d, **%.1f×** as many, and %.1f× the bytes "
+                     "(%s vs %s). Fields outside a subscriber's request received: %d."
+                     % (o["subscribers"], o["books"], o["field_sets"], o["writes"], o["delivered"],
+                        o["push_everything"], o["push_everything"] / max(1, o["delivered"]),
+                        o["push_bytes"] / max(1, o["delivered_bytes"]), format(o["delivered_bytes"], ","),
+                        format(o["push_bytes"], ","), o["foreign_fields"]))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def svg_chart(results):
+    """Two panels: req/s per workload (ours beside the comparator), and GET/list req/s by book count."""
+    compare = results.get("compare") or []
+    scale_rows = results.get("scale") or []
+    width, height = 900, 360
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" '
+             'font-size="12">' % (width, height), '<rect width="100%" height="100%" fill="white"/>']
+    colors = {"library-server": "#2b6cb0", "hummingbird": "#dd6b20"}
+
+    def panel(x0, y0, w, h, title, groups, series, y_max):
+        parts.append('<text x="%d" y="%d" font-size="14" font-weight="bold">%s</text>' % (x0, y0 - 12, title))
+        parts.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>' % (x0, y0 + h, x0 + w, y0 + h))
+        for tick in range(0, 5):
+            value = y_max * tick / 4
+            y = y0 + h - h * tick / 4
+            parts.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>' % (x0, y, x0 + w, y))
+            parts.append('<text x="%d" y="%.1f" text-anchor="end" fill="#555">%dk</text>' % (x0 - 4, y + 4,
+                                                                                              value / 1000))
+        slot = w / max(1, len(groups))
+        bar = slot * 0.8 / max(1, len(series))
+        for index, (label, values) in enumerate(groups):
+            for position, (name, _) in enumerate(series):
+                value = values.get(name)
+                if value is None:
+                    continue
+                bar_height = h * value / y_max
+                x = x0 + index * slot + slot * 0.1 + position * bar
+                parts.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s %s: %.0f req/s'
+                             '</title></rect>' % (x, y0 + h - bar_height, bar - 2, bar_height, colors.get(name, name),
+                                                  name, label, value))
+                parts.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%.1fk</text>'
+                             % (x + bar / 2 - 1, y0 + h - bar_height - 3, value / 1000))
+            parts.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (x0 + index * slot + slot / 2,
+                                                                                    y0 + h + 16, label))
+        for position, (name, legend) in enumerate(series):
+            parts.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/>' % (x0 + position * 150, y0 + h + 28,
+                                                                                    colors.get(name, name)))
+            parts.append('<text x="%d" y="%d">%s</text>' % (x0 + position * 150 + 14, y0 + h + 37, legend))
+
+    if compare:
+        groups = [(row["workload"], {name: row[name]["rps"] for name in SERVERS}) for row in compare]
+        top = max(max(values.values()) for _, values in groups) * 1.15
+        panel(60, 40, 480, 250, "req/s, wrk -t2 -c64 (medians)", groups,
+              [("library-server", "library-server"), ("hummingbird", "Hummingbird 2")], top)
+    if scale_rows:
+        colors["get"], colors["list"] = "#2b6cb0", "#63b3ed"
+        groups = [("%s" % format(row["books"], ","), {"get": row["get"]["rps"], "list": row["list"]["rps"]})
+                  for row in scale_rows]
+        top = max(max(values.values()) for _, values in groups) * 1.15
+        panel(620, 40, 250, 250, "library-server by book count", groups, [("get", "GET book"), ("list", "list page")],
+              top)
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def update_readme(text):
+    path = os.path.join(ROOT, "README.md")
+    with open(path) as readme:
+        content = readme.read()
+    begin, end = "<!-- benchmark:begin -->", "<!-- benchmark:end -->"
+    if begin not in content or end not in content:
+        log("README.md has no benchmark markers; not updated")
+        return
+    head, rest = content.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(path, "w") as readme:
+        readme.write(head + begin + "\n" + text + "\n" + end + tail)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    numbers = lambda text: [int(part) for part in text.split(",") if part]
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=int, default=10, help="seconds of measured load per run")
+    parser.add_argument("--warmup", type=int, default=3, help="seconds of load before each measured run")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--books", type=int, default=10000)
+    parser.add_argument("--libraries", type=int, default=100)
+    parser.add_argument("--workloads", type=lambda t: t.split(","), default=list(WORKLOADS))
+    parser.add_argument("--scale", type=numbers, default=[10000, 100000, 1000000],
+                        help="book counts for the scaling table (empty to skip)")
+    parser.add_argument("--scale-rounds", type=int, default=2)
+    parser.add_argument("--fanout", type=numbers, default=[1000, 4000, 16000],
+                        help="subscriber counts for the fan-out table (empty to skip)")
+    parser.add_argument("--fanout-rounds", type=int, default=20)
+    parser.add_argument("--skip-compare", action="store_true")
+    parser.add_argument("--skip-observation", action="store_true")
+    parser.add_argument("--no-readme", action="store_true", help="leave README.md alone")
+    args = parser.parse_args()
+    for workload in args.workloads:
+        if workload not in WORKLOADS:
+            parser.error("unknown workload %s" % workload)
+
+    with open("/proc/cpuinfo") as cpuinfo:
+        model = re.search(r"model name\s*:\s*(.*)", cpuinfo.read())
+    results = {
+        "date": datetime.date.today().isoformat(),
+        "settings": {
+            "machine": "%d cores, %s" % (os.cpu_count(), model.group(1).strip() if model else "unknown CPU"),
+            "threads": args.threads, "connections": args.connections, "duration": args.duration,
+            "warmup": args.warmup, "rounds": args.rounds, "books": args.books, "libraries": args.libraries,
+        },
+    }
+    work = tempfile.mkdtemp(prefix="library-bench.")
+    failed = False
+    try:
+        if not args.skip_compare:
+            results["compare"] = compare(args, work)
+        if args.scale:
+            results["scale"] = scale(args, work)
+        if args.fanout:
+            results["fanout"] = fanout(args)
+        if not args.skip_observation:
+            results["observation"] = over_observation(args, work)
+    finally:
+        stop_all()
+        shutil.rmtree(work, ignore_errors=True)
+
+    text = markdown(results)
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, "results.md"), "w") as out:
+        out.write(text + "\n")
+    with open(os.path.join(RESULTS, "results.json"), "w") as out:
+        json.dump(results, out, indent=1)
+    if results.get("compare") or results.get("scale"):
+        with open(os.path.join(RESULTS, "chart.svg"), "w") as out:
+            out.write(svg_chart(results))
+    if not args.no_readme:
+        update_readme(text + "\n![Benchmark chart](Benchmarks/results/chart.svg)\n")
+    log("")
+    log(text)
+    for row in results.get("compare", []):
+        if row["met"] is False:
+            failed = True
+            log("target missed: %s %.2f× (target %.1f×), p99 %.2f vs %.2f ms" % (
+                row["label"], row["ratio"], row["target"], row["library-server"]["p99_us"] / 1000,
+                row["hummingbird"]["p99_us"] / 1000))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

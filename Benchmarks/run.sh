@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One command for the whole benchmark: installs wrk if missing, builds library-server and the
+# Hummingbird comparator in release mode (one after the other: this is a 2-core machine), then runs
+# Benchmarks/bench.py with the given options (`Benchmarks/run.sh --help` lists them).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(dirname "$HERE")
+
+if ! command -v wrk >/dev/null; then
+    echo "== installing wrk (Debian package)"
+    if [[ $(id -u) -eq 0 ]]; then SUDO=; else SUDO=sudo; fi
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq wrk >/dev/null
+fi
+for arg in "$@"; do
+    if [[ $arg == -h || $arg == --help ]]; then exec python3 "$HERE/bench.py" --help; fi
+done
+if ! pkg-config --exists sqlite3 2>/dev/null; then
+    echo "== installing libsqlite3-dev (Debian package)"
+    if [[ $(id -u) -eq 0 ]]; then SUDO=; else SUDO=sudo; fi
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq libsqlite3-dev pkg-config >/dev/null
+fi
+echo "== building library-server (release)"
+swift build -c release --package-path "$ROOT" --product library-server
+echo "== building the Hummingbird comparator (release)"
+swift build -c release --package-path "$HERE" --product hummingbird-comparator
+ulimit -n "$(ulimit -Hn)"
+exec python3 "$HERE/bench.py" "$@"

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Creates the benchmark database: library-server's schema, then LIBRARIES libraries holding BOOKS
+books between them, with fixed ids the wrk scripts compute (Benchmarks/wrk/common.lua).
+
+    Benchmarks/seed.py SERVER PATH BOOKS [LIBRARIES]
+
+The schema comes from the server itself: it is started once on PATH (which runs its migrations)
+and stopped with SIGTERM. The rows are then inserted in one transaction with Python's sqlite3.
+"""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+CREATED = "2026-01-01T00:00:00.000Z"
+
+
+def library_id(n):
+    return "00000000-0000-4000-8000-%012d" % n
+
+
+def book_id(n):
+    return "00000000-0000-4000-9000-%012d" % n
+
+
+def create_schema(server, path):
+    process = subprocess.Popen(
+        [server, "--port", "0", "--database", path, "--log-level", "warning"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()
+        if not line.startswith("listening on "):
+            raise SystemExit("seed: the server did not start: %s%s" % (line, process.stderr.read()))
+    finally:
+        process.send_signal(signal.SIGTERM)
+        if process.wait(timeout=20) != 0:
+            raise SystemExit("seed: the server exited with %d" % process.returncode)
+
+
+def seed(path, books, libraries):
+    per_library, extra = divmod(books, libraries)
+    database = sqlite3.connect(path)
+    database.execute("PRAGMA journal_mode = WAL")
+    with database:
+        database.executemany(
+            "INSERT INTO libraries (id, name, address, book_count, version, created_at, updated_at)"
+            " VALUES (?, ?, NULL, ?, 1, ?, ?)",
+            (
+                (library_id(n), "Library %d" % n, per_library + (1 if n <= extra else 0), CREATED, CREATED)
+                for n in range(1, libraries + 1)
+            ),
+        )
+        # Book n belongs to library (n - 1) % libraries + 1, the id wrk's list script asks for;
+        # so each library's books are spread over the table, as they would be after real use.
+        database.executemany(
+            "INSERT INTO books (id, library_id, title, author, isbn, published_year, available, version,"
+            " created_at, updated_at) VALUES (?, ?, ?, ?, NULL, ?, 1, 1, ?, ?)",
+            (
+                (
+                    book_id(n),
+                    library_id((n - 1) % libraries + 1),
+                    "Book number %d" % n,
+                    "Author %d" % (n % 997),
+                    1900 + n % 125,
+                    CREATED,
+                    CREATED,
+                )
+                for n in range(1, books + 1)
+            ),
+        )
+    database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    database.close()
+
+
+def main():
+    if len(sys.argv) not in (4, 5):
+        raise SystemExit(__doc__)
+    server, path, books = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    libraries = int(sys.argv[4]) if len(sys.argv) == 5 else 100
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+    started = time.monotonic()
+    create_schema(server, path)
+    seed(path, books, libraries)
+    print("seeded %s: %d books in %d libraries (%.1f s)" % (path, books, libraries, time.monotonic() - started))
+
+
+if __name__ == "__main__":
+    main()
