@@ -55,7 +55,8 @@ let package = Package(
         .executableTarget(
             name: "library-server",
             dependencies: [
-                "LibraryAPI", "HTTPServer", "LibraryDomain", .product(name: "Logging", package: "swift-log"),
+                "LibraryAPI", "HTTPServer", "LibraryDomain", "CSystemLinux",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

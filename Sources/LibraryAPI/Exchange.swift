@@ -24,13 +24,17 @@ final class Exchange: Sendable {
         {
             requestID = given
         } else {
-            requestID = Identifier.make()
+            requestID = Identifier.sequential()
         }
     }
 
-    /// Runs `work` on a reader and answers with its response; store errors become problems about `resource`.
-    func read(_ resource: String, _ work: @escaping @Sendable (LibraryReader) throws -> HTTPResponse) {
-        api.store.read(work) { self.complete($0, resource: resource) }
+    /// Runs `work` on a reader, here on the event-loop thread, and answers with its response;
+    /// store errors become problems about `resource`.
+    ///
+    /// Reads are indexed lookups and bounded pages that take microseconds, less than handing the
+    /// work to another thread and the response back would cost.
+    func read(_ resource: String, _ work: (LibraryReader) throws -> HTTPResponse) {
+        complete(api.store.readNow(work), resource: resource)
     }
 
     /// Runs `work` in a write transaction and answers once it has committed.

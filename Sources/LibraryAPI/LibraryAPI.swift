@@ -39,9 +39,9 @@ package final class LibraryAPI: HTTPResponder {
         ) {
             counters.coalesced.load(ordering: .relaxed)
         }
-        store.observeWriteDurations { [metrics] duration in
+        store.observeTransactions { [metrics] duration, writes in
             let (seconds, attoseconds) = duration.components
-            metrics.recordWrite(seconds: Double(seconds) + Double(attoseconds) * 1e-18)
+            metrics.recordTransaction(seconds: Double(seconds) + Double(attoseconds) * 1e-18, writes: writes)
         }
     }
 

@@ -76,18 +76,34 @@ package final class Connection {
 
     /// Runs `body` in an immediate transaction: committed when it returns, rolled back when it throws.
     package func transaction<T>(_ body: () throws -> T) throws -> T {
-        try execute("BEGIN IMMEDIATE")
+        try begin()
         do {
             let result = try body()
-            try execute("COMMIT")
+            try commit()
             return result
         } catch {
-            if sqlite3_get_autocommit(handle) == 0 {
-                try? execute("ROLLBACK")
-            }
+            rollback()
             throw error
         }
     }
+
+    /// Whether a transaction is open. SQLite ends one by itself after some errors (a full disk,
+    /// an I/O error), so callers that keep going after an error must check.
+    package var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
+    /// Starts an immediate transaction (taking the write lock now, waiting up to the busy timeout).
+    package func begin() throws(SQLiteError) { try statement("BEGIN IMMEDIATE").run() }
+
+    /// Commits the open transaction.
+    package func commit() throws(SQLiteError) { try statement("COMMIT").run() }
+
+    /// Rolls back the open transaction, if there still is one.
+    package func rollback() {
+        if isInTransaction { try? execute("ROLLBACK") }
+    }
+
+    /// Rows changed by INSERT, UPDATE and DELETE statements since the connection opened.
+    package var totalChanges: Int { Int(sqlite3_total_changes64(handle)) }
 
     /// Copies the WAL into the database file and truncates it; used on a clean shutdown.
     package func checkpoint() throws(SQLiteError) {

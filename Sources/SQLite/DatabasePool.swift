@@ -1,14 +1,38 @@
 import Dispatch
+import Synchronization
+
+/// A write that may share its transaction with other writes (group commit).
+///
+/// Both methods are called on the writer's queue.
+package protocol BatchedWrite: AnyObject, Sendable {
+    /// Makes this write's changes inside the open transaction. It may be run again, in a new
+    /// transaction, when a write after it fails midway (see `DatabasePool.commit`), so it must
+    /// keep no state from an earlier run.
+    func run(on connection: Connection) throws
+    /// Called once: with nil after the transaction holding this write has committed (writes are
+    /// finished in the order they were submitted), or with why it will not be (its own error from
+    /// `run`, or the error that undid the whole transaction).
+    func finish(_ error: (any Error)?)
+}
 
 /// One writer connection and a few reader connections, each confined to its own serial queue.
 ///
 /// SQLite in WAL mode lets readers run while the single writer commits. Work is submitted as a
 /// closure that receives the connection on that connection's queue, so no connection is ever used
 /// by two threads at once, and no event-loop thread ever blocks on SQLite.
+///
+/// Writes submitted with `write(_: BatchedWrite)` are committed in groups: the writer takes every
+/// write waiting when it becomes free and commits them in one transaction. Nothing waits to fill a group, so a lone write commits at once; under load one
+/// commit (and its WAL append) serves many writes. Each write is still finished only after the
+/// commit that made it durable.
 package final class DatabasePool: Sendable {
     private let writer: Confined
     private let readers: [Confined]
     private let next = Counter()
+    private let pending = Mutex<(writes: [any BatchedWrite], scheduled: Bool)>(([], false))
+    /// The most writes one transaction takes, which bounds how long the first of them waits.
+    private let maximumBatch = 128
+    private let transactionObserver: @Sendable (_ duration: Duration, _ writes: Int) -> Void
 
     /// Opens the writer (running `prepare` on it first, e.g. migrations), then `readerCount` readers.
     /// A `:memory:` database has no separate readers: reads share the writer's queue.
@@ -16,8 +40,10 @@ package final class DatabasePool: Sendable {
         path: String,
         readerCount: Int = 4,
         busyTimeoutMilliseconds: Int32 = 5_000,
-        prepare: (Connection) throws -> Void = { _ in }
+        prepare: (Connection) throws -> Void = { _ in },
+        onTransaction: @escaping @Sendable (_ duration: Duration, _ writes: Int) -> Void = { _, _ in }
     ) throws {
+        transactionObserver = onTransaction
         let writerConnection = try Connection(
             path: path, role: .writer, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         try prepare(writerConnection)
@@ -39,9 +65,85 @@ package final class DatabasePool: Sendable {
         reader.async(work)
     }
 
+    /// Runs `work` with a reader connection on the calling thread, once no other work uses that
+    /// connection, and returns its result.
+    package func readNow<T>(_ work: (Connection) throws -> T) throws -> T {
+        let reader = readers.count == 1 ? readers[0] : readers[next.increment() % readers.count]
+        return try reader.sync(work)
+    }
+
     /// Runs `work` with the writer connection, on the writer's queue; writes are serialized.
     package func write(_ work: @escaping @Sendable (Connection) -> Void) {
         writer.async(work)
+    }
+
+    /// Queues `write` for the next group commit.
+    package func write(_ write: any BatchedWrite) {
+        let schedule = pending.withLock { state in
+            state.writes.append(write)
+            defer { state.scheduled = true }
+            return !state.scheduled
+        }
+        if schedule { writer.async { self.commitPending(on: $0) } }
+    }
+
+    /// Commits the writes waiting now (up to `maximumBatch`; the rest get their own turn after).
+    private func commitPending(on connection: Connection) {
+        let batch = pending.withLock { state in
+            let batch = state.writes.prefix(maximumBatch)
+            state.writes.removeFirst(batch.count)
+            state.scheduled = !state.writes.isEmpty
+            return batch
+        }
+        if !batch.isEmpty { commit(batch, on: connection) }
+        if pending.withLock({ $0.scheduled }) { writer.async { self.commitPending(on: $0) } }
+    }
+
+    /// Commits `writes` in one transaction, each finished in order once it has committed.
+    ///
+    /// No savepoints: they would copy every page a write touches into a statement journal. A write
+    /// that fails before changing anything (not found, invalid, stale `If-Match`: the usual
+    /// failures) leaves the transaction as it was, so the others go on. One that fails after
+    /// changing rows (rare: a full disk, a constraint) rolls the whole transaction back, and the
+    /// writes before it run again in a new one; no write has been finished before its commit, so
+    /// nobody has seen the undone attempt.
+    private func commit(_ writes: ArraySlice<any BatchedWrite>, on connection: Connection) {
+        var remaining = writes
+        while !remaining.isEmpty {
+            let started = ContinuousClock.now
+            do {
+                try connection.begin()
+            } catch {
+                remaining.forEach { $0.finish(error) }
+                return
+            }
+            var done: ArraySlice<any BatchedWrite> = []
+            var retry = false
+            while let write = remaining.popFirst() {
+                let changesBefore = connection.totalChanges
+                do {
+                    try write.run(on: connection)
+                    done.append(write)
+                } catch {
+                    write.finish(error)
+                    if connection.totalChanges != changesBefore || !connection.isInTransaction {
+                        connection.rollback()
+                        remaining = done + remaining
+                        retry = true
+                        break
+                    }
+                }
+            }
+            if retry { continue }
+            do {
+                try connection.commit()
+                transactionObserver(ContinuousClock.now - started, done.count)
+                done.forEach { $0.finish(nil) }
+            } catch {
+                connection.rollback()
+                done.forEach { $0.finish(error) }
+            }
+        }
     }
 
     /// Runs `work` on the writer's queue and waits for its result.

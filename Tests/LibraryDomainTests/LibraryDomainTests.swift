@@ -1,5 +1,6 @@
 import Foundation
 import SQLite
+import Synchronization
 import Testing
 
 @testable import LibraryDomain
@@ -18,6 +19,43 @@ import Testing
     ])
     func rejects(_ isbn: String) {
         #expect(!ISBN.isValid(isbn))
+    }
+}
+
+@Suite struct IdentifierTests {
+    @Test func canonical_AcceptsUUIDsInEitherCaseAndLowercasesThem() {
+        #expect(Identifier.canonical("0A1B2C3D-4E5F-4a6b-8C7D-9e0f1a2b3c4d") == "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")
+        #expect(Identifier.canonical("00000000-0000-0000-0000-000000000000") == "00000000-0000-0000-0000-000000000000")
+    }
+
+    @Test(arguments: [
+        "", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d0",
+        "0a1b2c3d4e5f-4a6b-8c7d-9e0f1a2b3c4d-", "0a1b2c3d-4e5f-4a6b-8c7d_9e0f1a2b3c4d",
+        "0a1b2c3g-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+        "{a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4}", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3cé",
+    ])
+    func canonical_RejectsAnythingElse(_ text: String) {
+        #expect(Identifier.canonical(text) == nil)
+    }
+
+    @Test func make_GivesDistinctVersion4UUIDs() {
+        let ids = (0..<1_000).map { _ in Identifier.make() }
+        #expect(Set(ids).count == ids.count)
+        for id in ids {
+            #expect(Identifier.canonical(id) == id)
+            #expect(Array(id)[14] == "4")
+            #expect("89ab".contains(Array(id)[19]))
+        }
+    }
+
+    @Test func sequential_GivesDistinctVersion8UUIDs() {
+        let ids = (0..<1_000).map { _ in Identifier.sequential() }
+        #expect(Set(ids).count == ids.count)
+        for id in ids {
+            #expect(Identifier.canonical(id) == id)
+            #expect(Array(id)[14] == "8")
+            #expect("89ab".contains(Array(id)[19]))
+        }
     }
 }
 
@@ -63,6 +101,39 @@ import Testing
         #expect(tables.contains("libraries"))
         #expect(tables.contains("books"))
         #expect(tables.contains("schema_migrations"))
+    }
+
+    @Test func concurrentWrites_CommitInGroupsAndAreObservedInSequenceOrder() throws {
+        let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "Busy")) }
+        let seen = Mutex<[Int]>([])
+        store.observeCommits { change in seen.withLock { $0.append(change.seq) } }
+        let outcomes = Mutex<(created: [String], missing: Int)>(([], 0))
+        let group = DispatchGroup()
+        for index in 0..<200 {
+            group.enter()
+            if index % 4 == 3 {  // fails before changing anything
+                store.write({ try $0.updateBook(id: Identifier.make(), if: .none) { $0 } }) { result in
+                    if case .failure(let error) = result, error.kind == .notFound {
+                        outcomes.withLock { $0.missing += 1 }
+                    }
+                    group.leave()
+                }
+            } else {
+                store.write({ try $0.createBook(BookDraft(libraryId: library.id, title: "Book \(index)")) }) { result in
+                    if case .success(let book) = result { outcomes.withLock { $0.created.append(book.id) } }
+                    group.leave()
+                }
+            }
+        }
+        group.wait()
+        let (created, missing) = outcomes.withLock { $0 }
+        #expect(created.count == 150)
+        #expect(missing == 50)
+        let seqs = seen.withLock { $0 }
+        #expect(seqs.count == 150)
+        #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count)
+        let stored = try store.readAndWait { try $0.library(id: library.id)?.bookCount }
+        #expect(stored == 150)
     }
 
     @Test func writes_CountVersionsAndBooks() throws {

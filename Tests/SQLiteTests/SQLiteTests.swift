@@ -168,6 +168,130 @@ func withTemporaryDirectory(_ body: (String) throws -> Void) throws {
     }
 }
 
+@Suite struct GroupCommitTests {
+    struct Refused: Error {}
+
+    /// A write that runs `body` and logs how often it ran and how it finished.
+    final class LoggedWrite: BatchedWrite, @unchecked Sendable {  // used on the writer's queue only
+        let name: String
+        let log: LockedValue<[String]>
+        let body: (Connection) throws -> Void
+        var runs = 0
+
+        init(_ name: String, _ log: LockedValue<[String]>, _ body: @escaping (Connection) throws -> Void) {
+            (self.name, self.log, self.body) = (name, log, body)
+        }
+
+        func run(on connection: Connection) throws {
+            runs += 1
+            try body(connection)
+        }
+
+        func finish(_ error: (any Error)?) {
+            log.set(log.get() + ["\(name) \(error == nil ? "committed" : "failed") after \(runs) run(s)"])
+        }
+    }
+
+    /// Queues `writes` while the writer is busy, so that they all go into one group, and waits for them.
+    func commitTogether(_ pool: DatabasePool, _ writes: [LoggedWrite], log: LockedValue<[String]>) {
+        let release = DispatchSemaphore(value: 0)
+        pool.write { _ in release.wait() }
+        for write in writes { pool.write(write) }
+        release.signal()
+        while log.get().count < writes.count { usleep(1_000) }
+    }
+
+    @Test func aWriteThatFailsBeforeChangingAnything_LeavesTheOthersInTheSameTransaction() throws {
+        try withTemporaryDirectory { directory in
+            let transactions = LockedValue<[Int]>([])
+            let pool = try DatabasePool(
+                path: directory + "/group.sqlite",
+                prepare: { try $0.execute("CREATE TABLE t (x INTEGER UNIQUE)") },
+                onTransaction: { _, writes in transactions.set(transactions.get() + [writes]) }
+            )
+            defer { pool.close() }
+            let log = LockedValue<[String]>([])
+            commitTogether(
+                pool,
+                [
+                    LoggedWrite("a", log) { try $0.statement("INSERT INTO t VALUES (1)").run() },
+                    LoggedWrite("b", log) { _ in throw Refused() },
+                    LoggedWrite("c", log) { try $0.statement("INSERT INTO t VALUES (2)").run() },
+                ],
+                log: log
+            )
+            #expect(
+                log.get() == ["b failed after 1 run(s)", "a committed after 1 run(s)", "c committed after 1 run(s)"])
+            #expect(transactions.get() == [2])
+            #expect(
+                try pool.writeAndWait { try $0.statement("SELECT group_concat(x) FROM t").first { $0.text(0) } }
+                    == "1,2")
+        }
+    }
+
+    @Test func aWriteThatFailsAfterChangingRows_IsUndoneAloneAndTheOthersRunAgain() throws {
+        try withTemporaryDirectory { directory in
+            let transactions = LockedValue<[Int]>([])
+            let pool = try DatabasePool(
+                path: directory + "/group.sqlite",
+                prepare: { try $0.execute("CREATE TABLE t (x INTEGER UNIQUE)") },
+                onTransaction: { _, writes in transactions.set(transactions.get() + [writes]) }
+            )
+            defer { pool.close() }
+            let log = LockedValue<[String]>([])
+            commitTogether(
+                pool,
+                [
+                    LoggedWrite("a", log) { try $0.statement("INSERT INTO t VALUES (1)").run() },
+                    LoggedWrite("b", log) { connection in
+                        try connection.statement("INSERT INTO t VALUES (2)").run()
+                        try connection.statement("INSERT INTO t VALUES (1)").run()  // violates UNIQUE
+                    },
+                    LoggedWrite("c", log) { try $0.statement("INSERT INTO t VALUES (3)").run() },
+                ],
+                log: log
+            )
+            // b's first row is gone with it; a ran again in a fresh transaction, which c joined.
+            #expect(
+                log.get() == ["b failed after 1 run(s)", "a committed after 2 run(s)", "c committed after 1 run(s)"])
+            #expect(transactions.get() == [2])
+            #expect(
+                try pool.writeAndWait { try $0.statement("SELECT group_concat(x) FROM t").first { $0.text(0) } }
+                    == "1,3")
+        }
+    }
+
+    @Test func aFailedCommit_FailsEveryWriteInIt() throws {
+        try withTemporaryDirectory { directory in
+            let pool = try DatabasePool(path: directory + "/group.sqlite") { connection in
+                // A deferred foreign key is checked at COMMIT, so the commit itself fails.
+                try connection.execute(
+                    """
+                    CREATE TABLE parent (id INTEGER PRIMARY KEY);
+                    CREATE TABLE child (parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
+                    """)
+            }
+            defer { pool.close() }
+            let log = LockedValue<[String]>([])
+            commitTogether(
+                pool,
+                [
+                    LoggedWrite("a", log) { try $0.statement("INSERT INTO parent VALUES (1)").run() },
+                    LoggedWrite("b", log) { try $0.statement("INSERT INTO child VALUES (9)").run() },
+                ],
+                log: log
+            )
+            #expect(log.get() == ["a failed after 1 run(s)", "b failed after 1 run(s)"])
+            #expect(try pool.writeAndWait { try $0.statement("SELECT count(*) FROM parent").first { $0.int(0) } } == 0)
+            // The writer goes on: a later write commits.
+            let after = LockedValue<[String]>([])
+            commitTogether(
+                pool, [LoggedWrite("c", after) { try $0.statement("INSERT INTO parent VALUES (2)").run() }], log: after)
+            #expect(after.get() == ["c committed after 1 run(s)"])
+        }
+    }
+}
+
 final class LockedValue<T: Sendable>: @unchecked Sendable {  // guarded by `lock`
     private var value: T
     private let lock = NSLock()

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <sys/resource.h>
 #include <netinet/tcp.h>
+#include <malloc.h>
 
 // Values Swift cannot import from macros or enums of the C headers.
 static inline uint32_t csys_epollin(void) { return EPOLLIN; }
@@ -18,6 +19,8 @@ static inline uint32_t csys_epollexclusive(void) { return EPOLLEXCLUSIVE; }
 static inline int csys_sock_stream(void) { return SOCK_STREAM; }
 static inline int csys_sock_nonblock_cloexec(void) { return SOCK_NONBLOCK | SOCK_CLOEXEC; }
 static inline int csys_efd_flags(void) { return EFD_NONBLOCK | EFD_CLOEXEC; }
+// glibc's malloc tuning, not exported by Swift's Glibc module.
+static inline int csys_malloc_trim_threshold(int bytes) { return mallopt(M_TRIM_THRESHOLD, bytes); }
 
 // accept4 needs _GNU_SOURCE, which the Swift importer does not define: wrapped in shims.c.
 int csys_accept4(int fd, int flags);

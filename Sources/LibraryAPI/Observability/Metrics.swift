@@ -37,7 +37,8 @@ package final class Metrics: Sendable {
     private struct State {
         var requests: [Key: Int] = [:]
         var latency: [String: Histogram] = [:]
-        var writes = Histogram()
+        var transactions = Histogram()
+        var writesCommitted = 0
     }
 
     /// Upper bounds (seconds) of the latency buckets.
@@ -58,9 +59,13 @@ package final class Metrics: Sendable {
         }
     }
 
-    /// Records how long one SQLite write transaction took, from its first statement to its commit.
-    package func recordWrite(seconds: Double) {
-        state.withLock { $0.writes.record(seconds) }
+    /// Records one SQLite write transaction: how long it took, from its start to its commit, and
+    /// how many writes it committed together (group commit).
+    package func recordTransaction(seconds: Double, writes: Int) {
+        state.withLock { state in
+            state.transactions.record(seconds)
+            state.writesCommitted += writes
+        }
     }
 
     /// Adds a gauge read when metrics are scraped (open connections, for instance).
@@ -97,7 +102,11 @@ package final class Metrics: Sendable {
         lines.append(
             "# HELP library_sqlite_write_duration_seconds Time of one SQLite write transaction, commit included.")
         lines.append("# TYPE library_sqlite_write_duration_seconds histogram")
-        state.writes.render("library_sqlite_write_duration_seconds", labels: "", into: &lines)
+        state.transactions.render("library_sqlite_write_duration_seconds", labels: "", into: &lines)
+        lines.append(
+            "# HELP library_sqlite_writes_committed_total Writes committed; several can share one transaction.")
+        lines.append("# TYPE library_sqlite_writes_committed_total counter")
+        lines.append("library_sqlite_writes_committed_total \(state.writesCommitted)")
         for reading in readings.withLock({ $0 }) {
             lines.append("# HELP \(reading.name) \(reading.help)")
             lines.append("# TYPE \(reading.name) \(reading.type)")

@@ -1,3 +1,4 @@
+import Dispatch
 import SQLite
 import Synchronization
 
@@ -19,8 +20,13 @@ package final class LibraryStore: Sendable {
         let notify: @Sendable (Value) -> Void
     }
 
-    private let commitObserver = Mutex<Observer<CommittedChange>?>(nil)
-    private let durationObserver = Mutex<Observer<Duration>?>(nil)
+    /// Who is told of commits, set after the store opens.
+    private final class Observers: Sendable {
+        let commit = Mutex<Observer<CommittedChange>?>(nil)
+        let transaction = Mutex<Observer<(duration: Duration, writes: Int)>?>(nil)
+    }
+
+    private let observers: Observers
 
     /// Opens the database at `path` (`:memory:` keeps nothing) and brings its schema up to date.
     /// A write that finds the database locked waits up to `busyTimeoutMilliseconds`, then fails
@@ -31,11 +37,17 @@ package final class LibraryStore: Sendable {
         self.history = history
         let migrator = try LibraryMigrations.migrator()
         var applied: [Migration] = []
-        pool = try DatabasePool(path: path, readerCount: readerCount, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
-        {
-            connection in
-            applied = try migrator.migrate(connection)
-        }
+        let observers = Observers()
+        self.observers = observers
+        pool = try DatabasePool(
+            path: path,
+            readerCount: readerCount,
+            busyTimeoutMilliseconds: busyTimeoutMilliseconds,
+            prepare: { connection in applied = try migrator.migrate(connection) },
+            onTransaction: { duration, writes in
+                observers.transaction.withLock { $0 }?.notify((duration, writes))
+            }
+        )
         appliedMigrations = applied
     }
 
@@ -47,6 +59,13 @@ package final class LibraryStore: Sendable {
         pool.read { connection in
             completion(Result { try work(LibraryReader(connection: connection)) }.mapError(StoreError.init))
         }
+    }
+
+    /// Runs `work` with a reader on the calling thread (waiting, rarely, while another thread uses
+    /// that reader) and returns its result.
+    package func readNow<T>(_ work: (LibraryReader) throws -> T) -> Result<T, StoreError> {
+        Result { try pool.readNow { connection in try work(LibraryReader(connection: connection)) } }
+            .mapError(StoreError.init)
     }
 
     /// Runs `work` with a reader and waits for it (start-up and tests).
@@ -62,57 +81,80 @@ package final class LibraryStore: Sendable {
 
     /// Sets what is told of every committed change, in commit order, on the writer's thread.
     package func observeCommits(_ observer: @escaping @Sendable (CommittedChange) -> Void) {
-        commitObserver.withLock { $0 = Observer(notify: observer) }
+        observers.commit.withLock { $0 = Observer(notify: observer) }
     }
 
-    /// Sets what is told how long each write transaction took (for metrics), on the writer's thread.
-    package func observeWriteDurations(_ observer: @escaping @Sendable (Duration) -> Void) {
-        durationObserver.withLock { $0 = Observer(notify: observer) }
+    /// Sets what is told how long each write transaction took and how many writes it committed
+    /// (for metrics), on the writer's thread.
+    package func observeTransactions(_ observer: @escaping @Sendable (_ duration: Duration, _ writes: Int) -> Void) {
+        observers.transaction.withLock { $0 = Observer(notify: observer) }
     }
 
-    /// Runs `work` in one write transaction and passes its result to `completion` once committed
-    /// (or rolled back, when `work` throws).
+    /// Runs `work` as one write and passes its result to `completion` once it has committed (or
+    /// failed, when `work` throws). The write may share its transaction with others queued at the
+    /// same time (`DatabasePool.write`); one that fails leaves the others' changes alone.
     package func write<T: Sendable>(
         _ work: @escaping @Sendable (LibraryWriter) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
-        pool.write { connection in
-            completion(Result { try self.commit(work, on: connection) }.mapError(StoreError.init))
-        }
+        pool.write(StoreWrite(store: self, work: work, completion: completion))
     }
 
-    /// Runs `work` in one write transaction and waits for it (setup and tests).
+    /// Runs `work` as one write and waits for its commit (setup and tests). Not on the writer's queue.
     package func writeAndWait<T: Sendable>(_ work: @escaping @Sendable (LibraryWriter) throws -> T) throws(StoreError)
         -> T
     {
-        do {
-            return try pool.writeAndWait { connection in try self.commit(work, on: connection) }
-        } catch {
-            throw StoreError(error)
+        let outcome = Mutex<Result<T, StoreError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        write(work) { result in
+            outcome.withLock { $0 = result }
+            done.signal()
         }
+        done.wait()
+        return try outcome.withLock { $0! }.get()
     }
 
-    /// One transaction: the work, then its entry in the change log. The observer hears of it after
-    /// the commit, in commit order (this runs on the single writer queue).
-    private func commit<T>(_ work: (LibraryWriter) throws -> T, on connection: Connection) throws -> T {
-        let writer = LibraryWriter(connection: connection)
+    /// One write as the pool runs it: the work, then its entry in the change log; once committed,
+    /// the commit observer hears of it (in commit order), then the caller.
+    ///
+    /// `@unchecked Sendable`: its state is used on the writer's queue only.
+    private final class StoreWrite<T: Sendable>: BatchedWrite, @unchecked Sendable {
+        let store: LibraryStore
+        let work: @Sendable (LibraryWriter) throws -> T
+        let completion: @Sendable (Result<T, StoreError>) -> Void
+        var result: T?
         var change: CommittedChange?
-        let started = ContinuousClock.now
-        defer {
-            if let observer = durationObserver.withLock({ $0 }) { observer.notify(ContinuousClock.now - started) }
+
+        init(
+            store: LibraryStore,
+            work: @escaping @Sendable (LibraryWriter) throws -> T,
+            completion: @escaping @Sendable (Result<T, StoreError>) -> Void
+        ) {
+            self.store = store
+            self.work = work
+            self.completion = completion
         }
-        let result = try connection.transaction {
-            let result = try work(writer)
+
+        func run(on connection: Connection) throws {
+            (result, change) = (nil, nil)
+            let writer = LibraryWriter(connection: connection)
+            result = try work(writer)
             if !writer.items.isEmpty {
-                let seq = try ChangeLog.append(writer.items, history: history, to: connection)
+                let seq = try ChangeLog.append(writer.items, history: store.history, to: connection)
                 change = CommittedChange(seq: seq, items: writer.items)
             }
-            return result
         }
-        if let change, let observer = commitObserver.withLock({ $0 }) {
-            observer.notify(change)
+
+        func finish(_ error: (any Error)?) {
+            guard error == nil, let result else {
+                completion(.failure(StoreError(error ?? SQLiteError(code: 1, message: "the write produced nothing"))))
+                return
+            }
+            if let change, let observer = store.observers.commit.withLock({ $0 }) {
+                observer.notify(change)
+            }
+            completion(.success(result))
         }
-        return result
     }
 
     /// Checks that a write could start now by taking the write lock and letting it go; fails when

@@ -110,20 +110,26 @@ package final class LibraryWriter {
             try adjustBookCount(of: current.libraryId, by: -1, at: now)
             try adjustBookCount(of: draft.libraryId, by: 1, at: now)
         }
+        // Only the columns that change are set, so the indexes on the others are left alone.
+        var columns: [String] = []
+        var values: [SQLiteValue] = []
+        func set(_ column: String, _ value: SQLiteValue, if changed: Bool) {
+            guard changed else { return }
+            columns.append("\(column) = ?")
+            values.append(value)
+        }
+        set("library_id", .text(draft.libraryId), if: draft.libraryId != current.libraryId)
+        set("title", .text(draft.title), if: draft.title != current.title)
+        set("author", .text(draft.author), if: draft.author != current.author)
+        set("isbn", .optional(draft.isbn), if: draft.isbn != current.isbn)
+        set("published_year", .optional(draft.publishedYear), if: draft.publishedYear != current.publishedYear)
+        set("available", .bool(draft.available), if: draft.available != current.available)
         let book = try connection.statement(
             """
-            UPDATE books SET library_id = ?, title = ?, author = ?, isbn = ?, published_year = ?, available = ?,
-                version = version + 1, updated_at = ?
-            WHERE id = ?
+            UPDATE books SET \(columns.joined(separator: ", ")), version = version + 1, updated_at = ? WHERE id = ?
             RETURNING \(LibraryReader.bookColumns)
             """
-        ).first(
-            [
-                .text(draft.libraryId), .text(draft.title), .text(draft.author), .optional(draft.isbn),
-                .optional(draft.publishedYear), .bool(draft.available), .text(now), .text(id),
-            ],
-            LibraryReader.book
-        )!
+        ).first(values + [.text(now), .text(id)], LibraryReader.book)!
         note(
             .book(book, fields: book.changedFields(from: current), previousLibraryID: current.libraryId, deleted: false)
         )
