@@ -1,4 +1,10 @@
 import CSQLite
+import Synchronization
+
+/// The WAL's size in pages after the latest commit (`Connection.reportWALSize`).
+final class WALFrames: Sendable {
+    let count = Atomic<Int>(0)
+}
 
 /// One SQLite connection with a cache of prepared statements.
 ///
@@ -14,6 +20,8 @@ package final class Connection {
         case writer
         /// A connection that only reads (`PRAGMA query_only`).
         case reader
+        /// A connection that only copies the WAL into the database file (`Checkpointer`).
+        case checkpointer
     }
 
     /// Opens (creating if needed) the database at `path`; `:memory:` is a private in-memory database.
@@ -41,8 +49,13 @@ package final class Connection {
                 }
                 if path != ":memory:" { try execute("PRAGMA journal_mode = WAL") }
                 try execute("PRAGMA synchronous = NORMAL")
+                // The writer's page cache lasts across transactions (readers start afresh after
+                // every write), so it is the one worth making larger than SQLite's 2 MiB.
+                try execute("PRAGMA cache_size = -32768")
             case .reader:
                 try execute("PRAGMA query_only = ON")
+            case .checkpointer:
+                break
             }
         } catch {
             sqlite3_close_v2(handle)
@@ -104,6 +117,28 @@ package final class Connection {
 
     /// Rows changed by INSERT, UPDATE and DELETE statements since the connection opened.
     package var totalChanges: Int { Int(sqlite3_total_changes64(handle)) }
+
+    /// Stops this connection from checkpointing when its commits grow the WAL (SQLite's default),
+    /// and reports the WAL's size in pages to `walFrames` after each commit instead, so that
+    /// checkpoints can run elsewhere (`Checkpointer`).
+    func reportWALSize(to walFrames: WALFrames) throws(SQLiteError) {
+        try execute("PRAGMA wal_autocheckpoint = 0")
+        sqlite3_wal_hook(
+            handle,
+            { context, _, _, frames in
+                Unmanaged<WALFrames>.fromOpaque(context!).takeUnretainedValue().count.store(
+                    Int(frames), ordering: .relaxed)
+                return SQLITE_OK
+            },
+            Unmanaged.passUnretained(walFrames).toOpaque()
+        )
+    }
+
+    /// Copies what it can of the WAL into the database file, without waiting for the writer or
+    /// readers (`PASSIVE`).
+    func checkpointPassively() throws(SQLiteError) {
+        try execute("PRAGMA wal_checkpoint(PASSIVE)")
+    }
 
     /// Copies the WAL into the database file and truncates it; used on a clean shutdown.
     package func checkpoint() throws(SQLiteError) {

@@ -22,9 +22,10 @@ package protocol BatchedWrite: AnyObject, Sendable {
 /// by two threads at once, and no event-loop thread ever blocks on SQLite.
 ///
 /// Writes submitted with `write(_: BatchedWrite)` are committed in groups: the writer takes every
-/// write waiting when it becomes free and commits them in one transaction. Nothing waits to fill a group, so a lone write commits at once; under load one
-/// commit (and its WAL append) serves many writes. Each write is still finished only after the
-/// commit that made it durable.
+/// write waiting when it becomes free and commits them in one transaction. Nothing waits to fill a
+/// group, so a lone write commits at once; under load one commit (and its WAL append) serves many
+/// writes. Each write is still finished only after the commit that made it durable. Checkpoints
+/// run mostly off the writer (`Checkpointer`).
 package final class DatabasePool: Sendable {
     private let writer: Confined
     private let readers: [Confined]
@@ -33,6 +34,8 @@ package final class DatabasePool: Sendable {
     /// The most writes one transaction takes, which bounds how long the first of them waits.
     private let maximumBatch = 128
     private let transactionObserver: @Sendable (_ duration: Duration, _ writes: Int) -> Void
+    /// Nil for `:memory:`, which has no WAL.
+    private let checkpointer: Checkpointer?
 
     /// Opens the writer (running `prepare` on it first, e.g. migrations), then `readerCount` readers.
     /// A `:memory:` database has no separate readers: reads share the writer's queue.
@@ -47,6 +50,11 @@ package final class DatabasePool: Sendable {
         let writerConnection = try Connection(
             path: path, role: .writer, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         try prepare(writerConnection)
+        checkpointer =
+            path == ":memory:"
+            ? nil
+            : try Checkpointer(
+                path: path, writer: writerConnection, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         writer = Confined(writerConnection, label: "sqlite.writer")
         if path == ":memory:" || readerCount == 0 {
             readers = [writer]
@@ -74,7 +82,10 @@ package final class DatabasePool: Sendable {
 
     /// Runs `work` with the writer connection, on the writer's queue; writes are serialized.
     package func write(_ work: @escaping @Sendable (Connection) -> Void) {
-        writer.async(work)
+        writer.async { connection in
+            work(connection)
+            self.checkpointer?.afterCommit(on: connection)
+        }
     }
 
     /// Queues `write` for the next group commit.
@@ -139,6 +150,7 @@ package final class DatabasePool: Sendable {
                 try connection.commit()
                 transactionObserver(ContinuousClock.now - started, done.count)
                 done.forEach { $0.finish(nil) }
+                checkpointer?.afterCommit(on: connection)
             } catch {
                 connection.rollback()
                 done.forEach { $0.finish(error) }
@@ -148,7 +160,10 @@ package final class DatabasePool: Sendable {
 
     /// Runs `work` on the writer's queue and waits for its result.
     package func writeAndWait<T: Sendable>(_ work: @escaping @Sendable (Connection) throws -> T) throws -> T {
-        try writer.sync(work)
+        try writer.sync { connection in
+            defer { checkpointer?.afterCommit(on: connection) }
+            return try work(connection)
+        }
     }
 
     /// Finishes queued work, checkpoints the WAL and closes every connection (readers first).
@@ -158,6 +173,7 @@ package final class DatabasePool: Sendable {
     @discardableResult
     package func close() -> (any Error)? {
         for reader in readers where reader !== writer { reader.close() }
+        checkpointer?.close()
         var failure: (any Error)?
         do {
             try writer.sync { try $0.checkpoint() }
@@ -170,7 +186,7 @@ package final class DatabasePool: Sendable {
 }
 
 /// A connection and the serial queue that owns it.
-private final class Confined: @unchecked Sendable {  // `connection` is only touched on `queue`.
+final class Confined: @unchecked Sendable {  // `connection` is only touched on `queue`.
     private var connection: Connection?
     private let queue: DispatchQueue
 

@@ -168,6 +168,31 @@ func withTemporaryDirectory(_ body: (String) throws -> Void) throws {
     }
 }
 
+@Suite struct CheckpointTests {
+    @Test func theWALStaysBoundedUnderSustainedWrites() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/wal.sqlite"
+            let pool = try DatabasePool(path: path, readerCount: 1) { try $0.execute("CREATE TABLE t (x BLOB)") }
+            // 300 commits of about 40 pages each: 12,000 pages in all, which without checkpoints
+            // would all stay in the WAL (48 MiB).
+            for _ in 0..<300 {
+                _ = try pool.writeAndWait { connection in
+                    try connection.transaction {
+                        for _ in 0..<40 { try connection.statement("INSERT INTO t VALUES (zeroblob(4000))").run() }
+                    }
+                }
+            }
+            let walPages = (try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int ?? 0) / 4096
+            #expect(walPages > 0)
+            #expect(walPages < 5_000)
+            #expect(try pool.readNow { try $0.statement("SELECT count(*) FROM t").first { $0.int(0) } } == 12_000)
+            #expect(pool.close() == nil)
+            let walAfterClose = try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int
+            #expect((walAfterClose ?? 0) == 0)
+        }
+    }
+}
+
 @Suite struct GroupCommitTests {
     struct Refused: Error {}
 

@@ -1,0 +1,52 @@
+import Synchronization
+
+/// Checkpoints of a pool's WAL, done mostly off the writer's thread.
+///
+/// SQLite's own checkpoint runs inside the commit that grows the WAL past 1,000 pages: that write
+/// (and every write queued behind it) waits while the WAL is copied into the database file and
+/// both are synced. Here the writer only reports the WAL's size; a checkpointer connection on its
+/// own thread copies the bulk (`PASSIVE`, so the writer goes on committing meanwhile), and the
+/// writer then copies the few pages committed since, so that its next write can start the WAL
+/// from the top again and the WAL stays bounded.
+final class Checkpointer: Sendable {
+    private enum Phase {
+        case idle
+        case copying
+        case copied
+    }
+
+    private let connection: Confined
+    private let walFrames = WALFrames()
+    private let phase = Mutex(Phase.idle)
+    /// The WAL size, in pages, that starts a checkpoint (SQLite's default).
+    private let threshold = 1_000
+
+    init(path: String, writer: Connection, busyTimeoutMilliseconds: Int32) throws {
+        try writer.reportWALSize(to: walFrames)
+        connection = Confined(
+            try Connection(path: path, role: .checkpointer, busyTimeoutMilliseconds: busyTimeoutMilliseconds),
+            label: "sqlite.checkpointer")
+    }
+
+    /// Called on the writer's queue after each commit. A checkpoint that fails (a full disk, say)
+    /// is tried again after a later commit; until then the WAL keeps every change.
+    func afterCommit(on writer: Connection) {
+        switch phase.withLock({ $0 }) {
+        case .idle where walFrames.count.load(ordering: .relaxed) >= threshold:
+            phase.withLock { $0 = .copying }
+            connection.async { connection in
+                try? connection.checkpointPassively()
+                self.phase.withLock { $0 = .copied }
+            }
+        case .copied:
+            try? writer.checkpointPassively()
+            phase.withLock { $0 = .idle }
+        case .idle, .copying:
+            break
+        }
+    }
+
+    func close() {
+        connection.close()
+    }
+}
