@@ -316,7 +316,11 @@ final class HTTPConnection: EventHandler {
             output.append(58)
             output.append(32)
             // A CR or LF in a value would let it forge headers; drop them.
-            output.append(contentsOf: value.utf8.lazy.filter { $0 != 13 && $0 != 10 })
+            if value.utf8.contains(where: { $0 == 13 || $0 == 10 }) {
+                output.append(contentsOf: value.utf8.lazy.filter { $0 != 13 && $0 != 10 })
+            } else {
+                output.append(contentsOf: value.utf8)
+            }
             output.append(13)
             output.append(10)
         }

@@ -18,8 +18,8 @@ enum Route: Sendable, Equatable {
     init(path: Substring) throws(APIError) {
         guard path != "*" else { throw .notFound("No route matches *.") }
         var segments: [String] = []
-        for raw in path.split(separator: "/", omittingEmptySubsequences: false).dropFirst() {
-            guard let segment = percentDecode(raw) else {
+        for raw in path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropFirst() {
+            guard let segment = percentDecode(Substring(raw)) else {
                 throw .badRequest("The path has an invalid percent-encoding.")
             }
             segments.append(segment)
