@@ -1,5 +1,5 @@
 import Foundation
-import LibraryAPI
+@testable import LibraryAPI
 import Testing
 
 /// The JSON fuzz corpus in `Tests/FuzzCorpus/json`: hand-made seeds plus every input the fuzzer
@@ -14,5 +14,17 @@ import Testing
             let bytes = try #require(FileManager.default.contents(atPath: directory.appendingPathComponent(name).path))
             BodyCheck.run(Array(bytes))
         }
+    }
+}
+
+@Suite struct JSONWriterTests {
+    @Test func strings_RoundTripWithEveryEscape() throws {
+        let text = "plain \"quoted\" back\\slash\n\r\t\u{01}\u{1F}é😀/end"
+        var json = JSONWriter()
+        json.string(text)
+        #expect(
+            String(decoding: json.bytes, as: UTF8.self)
+                == #""plain \"quoted\" back\\slash\n\r\t\u0001\u001fé😀/end""#)
+        #expect(try JSONParser.parse(json.bytes) == .string(text))
     }
 }
