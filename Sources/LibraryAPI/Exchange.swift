@@ -37,9 +37,17 @@ final class Exchange: Sendable {
         complete(api.store.readNow(work), resource: resource)
     }
 
-    /// Runs `work` in a write transaction and answers once it has committed.
-    func write(_ resource: String, _ work: @escaping @Sendable (LibraryWriter) throws -> HTTPResponse) {
-        api.store.write(work) { self.complete($0, resource: resource) }
+    /// Runs `work` as a write and answers once it has committed, with the response `respond`
+    /// makes of its result. Only `work` runs on the single writer thread; the response is built
+    /// and sent back on the event-loop thread, which keeps the writer free for the next writes.
+    func write<T: Sendable>(
+        _ resource: String,
+        _ work: @escaping @Sendable (LibraryWriter) throws -> T,
+        respond: @escaping @Sendable (T) -> HTTPResponse
+    ) {
+        api.store.write(work) { result in
+            self.writer.onLoop { self.complete(result.map(respond), resource: resource) }
+        }
     }
 
     private func complete(_ result: Result<HTTPResponse, StoreError>, resource: String) {

@@ -7,7 +7,10 @@ import Synchronization
 /// both are synced. Here the writer only reports the WAL's size; a checkpointer connection on its
 /// own thread copies the bulk (`PASSIVE`, so the writer goes on committing meanwhile), and the
 /// writer then copies the few pages committed since, so that its next write can start the WAL
-/// from the top again and the WAL stays bounded.
+/// from the top again and the WAL stays bounded (about 16 MiB).
+///
+/// Checkpointing every 4,000 pages rather than 1,000 copies a page that changes often once
+/// instead of four times; as the writer no longer waits for the bulk, that costs no latency.
 final class Checkpointer: Sendable {
     private enum Phase {
         case idle
@@ -18,10 +21,13 @@ final class Checkpointer: Sendable {
     private let connection: Confined
     private let walFrames = WALFrames()
     private let phase = Mutex(Phase.idle)
-    /// The WAL size, in pages, that starts a checkpoint (SQLite's default).
-    private let threshold = 1_000
+    /// The WAL size, in pages, that starts a checkpoint.
+    private let threshold: Int
+    /// At most about this many pages are left for the writer to copy.
+    private let writerShare = 256
 
-    init(path: String, writer: Connection, busyTimeoutMilliseconds: Int32) throws {
+    init(path: String, writer: Connection, busyTimeoutMilliseconds: Int32, threshold: Int) throws {
+        self.threshold = threshold
         try writer.reportWALSize(to: walFrames)
         connection = Confined(
             try Connection(path: path, role: .checkpointer, busyTimeoutMilliseconds: busyTimeoutMilliseconds),
@@ -35,11 +41,17 @@ final class Checkpointer: Sendable {
         case .idle where walFrames.count.load(ordering: .relaxed) >= threshold:
             phase.withLock { $0 = .copying }
             connection.async { connection in
-                try? connection.checkpointPassively()
+                // Writes go on meanwhile, so pass again while a pass leaves much behind: the
+                // writer's own pass (below) then has only a few pages to copy.
+                for _ in 0..<4 {
+                    guard let copied = try? connection.checkpointPassively(),
+                        self.walFrames.count.load(ordering: .relaxed) - copied > self.writerShare
+                    else { break }
+                }
                 self.phase.withLock { $0 = .copied }
             }
         case .copied:
-            try? writer.checkpointPassively()
+            _ = try? writer.checkpointPassively()
             phase.withLock { $0 = .idle }
         case .idle, .copying:
             break

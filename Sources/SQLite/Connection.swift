@@ -136,8 +136,14 @@ package final class Connection {
 
     /// Copies what it can of the WAL into the database file, without waiting for the writer or
     /// readers (`PASSIVE`).
-    func checkpointPassively() throws(SQLiteError) {
-        try execute("PRAGMA wal_checkpoint(PASSIVE)")
+    /// Returns how many pages of the WAL are now in the database file.
+    @discardableResult
+    func checkpointPassively() throws(SQLiteError) -> Int {
+        var walPages: Int32 = 0
+        var copiedPages: Int32 = 0
+        let code = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, &walPages, &copiedPages)
+        guard code == SQLITE_OK else { throw error(code: code, sql: "PRAGMA wal_checkpoint(PASSIVE)") }
+        return Int(copiedPages)
     }
 
     /// Copies the WAL into the database file and truncates it; used on a clean shutdown.

@@ -38,11 +38,13 @@ package final class DatabasePool: Sendable {
     private let checkpointer: Checkpointer?
 
     /// Opens the writer (running `prepare` on it first, e.g. migrations), then `readerCount` readers.
+    /// A checkpoint starts when the WAL holds `checkpointPages` pages (`Checkpointer`).
     /// A `:memory:` database has no separate readers: reads share the writer's queue.
     package init(
         path: String,
         readerCount: Int = 4,
         busyTimeoutMilliseconds: Int32 = 5_000,
+        checkpointPages: Int = 4_000,
         prepare: (Connection) throws -> Void = { _ in },
         onTransaction: @escaping @Sendable (_ duration: Duration, _ writes: Int) -> Void = { _, _ in }
     ) throws {
@@ -54,7 +56,8 @@ package final class DatabasePool: Sendable {
             path == ":memory:"
             ? nil
             : try Checkpointer(
-                path: path, writer: writerConnection, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+                path: path, writer: writerConnection, busyTimeoutMilliseconds: busyTimeoutMilliseconds,
+                threshold: checkpointPages)
         writer = Confined(writerConnection, label: "sqlite.writer")
         if path == ":memory:" || readerCount == 0 {
             readers = [writer]

@@ -1,6 +1,7 @@
 import Foundation
-@testable import LibraryAPI
 import Testing
+
+@testable import LibraryAPI
 
 /// The JSON fuzz corpus in `Tests/FuzzCorpus/json`: hand-made seeds plus every input the fuzzer
 /// ever crashed on (`regression-*`). `BodyCheck` must hold on each of them.

@@ -19,6 +19,11 @@ package struct HTTPResponseWriter: Sendable {
         }
     }
 
+    /// Runs `body` on the connection's event-loop thread: at once when called there, else soon.
+    package func onLoop(_ body: @escaping @Sendable () -> Void) {
+        if loop.isCurrent { body() } else { loop.execute(body) }
+    }
+
     /// Sends `head` (status and headers) and keeps the connection open for `HTTPStream.write`.
     ///
     /// `onClose` runs once, on the loop thread, when the stream ends for any reason: the client

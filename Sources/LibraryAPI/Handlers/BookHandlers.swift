@@ -43,7 +43,8 @@ extension LibraryAPI {
         let draft = try BodyDecoding.bookDraft(exchange.request, pathLibraryID: libraryID)
         exchange.write(libraryID.map { "library \($0)" } ?? "book") { writer in
             if let libraryID, try writer.reader.library(id: libraryID) == nil { throw StoreError(.notFound) }
-            let book = try writer.createBook(draft)
+            return try writer.createBook(draft)
+        } respond: { book in
             var json = JSONWriter()
             json.book(book)
             var response = HTTPResponse.json(.created, json.bytes, version: book.version)
@@ -71,7 +72,8 @@ extension LibraryAPI {
         _ change: @escaping @Sendable (BookDraft) -> BookDraft
     ) {
         exchange.write("book \(id)") { writer in
-            let book = try writer.updateBook(id: id, if: precondition, change)
+            try writer.updateBook(id: id, if: precondition, change)
+        } respond: { book in
             var json = JSONWriter()
             json.book(book)
             return .json(.ok, json.bytes, version: book.version)
@@ -82,7 +84,8 @@ extension LibraryAPI {
         let precondition = try EntityTag.precondition(ifMatch: exchange.request.headers["if-match"])
         exchange.write("book \(id)") { writer in
             _ = try writer.deleteBook(id: id, if: precondition)
-            return HTTPResponse(status: .noContent)
+        } respond: { _ in
+            HTTPResponse(status: .noContent)
         }
     }
 }

@@ -33,7 +33,8 @@ extension LibraryAPI {
     func createLibrary(_ exchange: Exchange) throws(APIError) {
         let draft = try BodyDecoding.libraryDraft(exchange.request)
         exchange.write("library") { writer in
-            let library = try writer.createLibrary(draft)
+            try writer.createLibrary(draft)
+        } respond: { library in
             var json = JSONWriter()
             json.library(library)
             var response = HTTPResponse.json(.created, json.bytes, version: library.version)
@@ -61,7 +62,8 @@ extension LibraryAPI {
         _ change: @escaping @Sendable (LibraryDraft) -> LibraryDraft
     ) {
         exchange.write("library \(id)") { writer in
-            let library = try writer.updateLibrary(id: id, if: precondition, change)
+            try writer.updateLibrary(id: id, if: precondition, change)
+        } respond: { library in
             var json = JSONWriter()
             json.library(library)
             return .json(.ok, json.bytes, version: library.version)
@@ -72,7 +74,8 @@ extension LibraryAPI {
         let precondition = try EntityTag.precondition(ifMatch: exchange.request.headers["if-match"])
         exchange.write("library \(id)") { writer in
             _ = try writer.deleteLibrary(id: id, if: precondition)
-            return HTTPResponse(status: .noContent)
+        } respond: { _ in
+            HTTPResponse(status: .noContent)
         }
     }
 }
