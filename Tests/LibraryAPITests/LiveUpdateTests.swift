@@ -32,6 +32,22 @@ import Testing
         #expect(stream.drain().isEmpty)
     }
 
+    @Test func subscribersOfOneBook_EachGetTheirOwnFieldsThoughEventsAreShared() throws {
+        let book = try live.createBook(in: try live.createLibrary())
+        let both = try (0..<2).map { _ in try live.events("/books/\(book)/events?fields=title,author") }
+        let titleOnly = try live.events("/books/\(book)/events?fields=title")
+        for stream in both + [titleOnly] { _ = try #require(try stream.next()) }  // snapshots
+        try patch("/books/\(book)", #"{"title":"Children of Dune","author":"Frank Herbert"}"#)
+        for stream in both {
+            let change = try #require(try stream.next())
+            #expect(Set(change.json.keys) == ["id", "title", "author"])
+            #expect(change.json["author"] as? String == "Frank Herbert")
+        }
+        let change = try #require(try titleOnly.next())
+        #expect(Set(change.json.keys) == ["id", "title"])
+        #expect(change.json["title"] as? String == "Children of Dune")
+    }
+
     @Test func bookStream_TracksOptionalFieldsAndEndsOnDelete() throws {
         let book = try live.createBook(in: try live.createLibrary())
         let stream = try live.events("/books/\(book)/events?fields=isbn,publishedYear")

@@ -9,6 +9,28 @@ import Testing
         return event
     }
 
+    @Test func wireForm_IsSharedByCopiesUntilOneIsChanged() {
+        let event = change(1, [(.title, .string("a"))])
+        let copy = event
+        var encodings = 0
+        let first = event.wire.bytes {
+            encodings += 1
+            return [1]
+        }
+        let second = copy.wire.bytes {
+            encodings += 1
+            return [2]
+        }
+        #expect(first == [1] && second == [1] && encodings == 1)
+        var later = copy
+        later.seq = 2
+        #expect(later.wire.bytes { [3] } == [3])
+        var other = copy
+        other.bookFields = [(.author, .string("x"))]
+        #expect(other.wire.bytes { [4] } == [4])
+        #expect(copy.coalesced(with: change(5, [])).wire.bytes { [5] } == [5])
+    }
+
     @Test func coalescing_KeepsTheLatestValuePerFieldAndTheLatestId() {
         let merged = change(1, [(.title, .string("a")), (.author, .string("x"))])
             .coalesced(with: change(2, [(.title, .string("b"))]))

@@ -97,7 +97,7 @@ struct EventStreamSink: LiveEventSink {
     var isReady: Bool { stream.backlog < Self.maxBacklog }
 
     func send(_ event: LiveEvent) {
-        stream.write(EventEncoding.encode(event))
+        stream.write(event.wire.bytes { EventEncoding.encode(event) })
         counters.events.add(1, ordering: .relaxed)
     }
 

@@ -21,15 +21,34 @@ package struct LiveEvent: Sendable {
 
     package let kind: Kind
     /// The change this event reflects (for a snapshot: the latest change it includes).
-    package var seq: Int
+    package var seq: Int { didSet { wire = WireForm() } }
     package let id: String
     /// The subscriber's fields that this event carries, in representation order.
-    package var libraryFields: [(LibraryField, FieldValue)] = []
-    package var bookFields: [(BookField, FieldValue)] = []
+    package var libraryFields: [(LibraryField, FieldValue)] = [] { didSet { wire = WireForm() } }
+    package var bookFields: [(BookField, FieldValue)] = [] { didSet { wire = WireForm() } }
     /// A library snapshot's members, when the subscriber asked for `books`.
-    package var members: [Member]?
+    package var members: [Member]? { didSet { wire = WireForm() } }
     /// A library change's membership part, when not empty.
-    package var membership: MembershipChange?
+    package var membership: MembershipChange? { didSet { wire = WireForm() } }
+    /// The encoded event, shared by every copy until one is changed: one change delivered to many
+    /// subscribers of the same fields is encoded once, not once per subscriber.
+    package private(set) var wire = WireForm()
+
+    /// An event's encoded bytes, made by the first sink that sends it.
+    ///
+    /// `@unchecked Sendable`: events are delivered and sent on the `LiveActor` only.
+    package final class WireForm: @unchecked Sendable {
+        private var bytes: [UInt8]?
+
+        init() {}
+
+        package func bytes(encodingWith encode: () -> [UInt8]) -> [UInt8] {
+            if let bytes { return bytes }
+            let encoded = encode()
+            bytes = encoded
+            return encoded
+        }
+    }
 
     package init(kind: Kind, seq: Int, id: String) {
         self.kind = kind

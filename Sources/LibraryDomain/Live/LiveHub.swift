@@ -164,9 +164,18 @@ package final class LiveHub {
     private func publish(seq: Int) {
         var memberChanges: [String: [LiveBook]] = [:]
         for book in dirtyBooks {
+            // Subscribers whose fields this write touched alike get the same event, encoded once.
+            var events: [Set<BookField>: LiveEvent] = [:]
             for subscriber in book.subscribers.values {
-                var event = LiveEvent(kind: .change, seq: seq, id: book.id)
-                event.bookFields = Self.values(of: book, subscriber.request.bookFields.intersection(book.dirty))
+                let fields = subscriber.request.bookFields.intersection(book.dirty)
+                let event =
+                    events[fields]
+                    ?? {
+                        var event = LiveEvent(kind: .change, seq: seq, id: book.id)
+                        event.bookFields = Self.values(of: book, fields)
+                        events[fields] = event
+                        return event
+                    }()
                 subscriber.deliver(event)
             }
             if let library = libraries[book.libraryId] {
