@@ -402,7 +402,7 @@ def main():
     parser.add_argument("--scale", type=numbers, default=[10000, 100000, 1000000],
                         help="book counts for the scaling table (empty to skip)")
     parser.add_argument("--scale-rounds", type=int, default=2)
-    parser.add_argument("--fanout", type=numbers, default=[1000, 4000, 16000],
+    parser.add_argument("--fanout", type=numbers, default=[2000, 6000, 18000],
                         help="subscriber counts for the fan-out table (empty to skip)")
     parser.add_argument("--fanout-rounds", type=int, default=20)
     parser.add_argument("--skip-compare", action="store_true")

@@ -9,7 +9,8 @@
 # compiled with cc -O2 into a temporary directory) against it. Prints the server's memory per
 # subscriber (VmRSS before the subscribers connect and with all of them connected) and the
 # change-to-subscriber latency percentiles, then stops the server with SIGTERM and checks that it
-# exits 0 within 15 seconds.
+# exits 0 within 15 seconds. Also prints the server's CPU time (user + system) spent during the
+# rounds, which Benchmarks/bench.py divides by rounds and subscribers.
 set -euo pipefail
 
 N=${1:-18000}
@@ -74,6 +75,7 @@ json_id() { # the top-level "id" of a JSON object on stdin (string or number)
     grep -o '"id":[[:space:]]*\("[^"]*"\|[0-9][0-9]*\)' | head -n 1 | sed 's/^"id":[[:space:]]*//'
 }
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$SERVER_PID/status"; }
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$SERVER_PID/stat"; } # user + system, in clock ticks
 metric() { curl -sS --noproxy '*' --max-time 10 "$BASE/metrics" | awk -v name="$1" '$1 == name { print $2 }'; }
 
 LIBRARY=$(api POST /libraries '{"name":"fanout benchmark"}' | json_id)
@@ -104,6 +106,7 @@ while kill -0 "$FANOUT_PID" 2>/dev/null; do
         OPEN_METRIC=$(metric library_http_open_connections || true)
         echo "== server VmRSS with subscribers connected: $RSS_AFTER KiB" \
             "(library_sse_subscribers $SUBSCRIBERS_METRIC, library_http_open_connections $OPEN_METRIC)"
+        CPU_BEFORE=$(cpu_ticks)
         kill -USR1 "$FANOUT_PID"
         break
     fi
@@ -118,6 +121,10 @@ TAIL_PID=
 SERVER_ALIVE=yes
 kill -0 "$SERVER_PID" 2>/dev/null || SERVER_ALIVE=no
 RSS_END=$([[ $SERVER_ALIVE == yes ]] && rss_kib || echo "?")
+CPU_MS=?
+if [[ $SERVER_ALIVE == yes && -n ${CPU_BEFORE:-} ]]; then
+    CPU_MS=$(awk -v a="$(cpu_ticks)" -v b="$CPU_BEFORE" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.0f", (a - b) * 1000 / hz }')
+fi
 
 # ---- summary ---------------------------------------------------------------------------------
 RESULT=$(grep '^RESULT ' "$WORK/fanout.out" | tail -n 1 || true)
@@ -143,6 +150,7 @@ printf '%-34s %s ms\n' "latency p50" "$(field p50)"
 printf '%-34s %s ms\n' "latency p90" "$(field p90)"
 printf '%-34s %s ms\n' "latency p99" "$(field p99)"
 printf '%-34s %s ms\n' "latency max" "$(field max)"
+printf '%-34s %s ms\n' "server CPU during rounds" "$CPU_MS"
 printf '%-34s %s\n' "streams lost during rounds" "$(field lost)"
 printf '%-34s %s\n' "failed PATCH requests" "$(field patch_failures)"
 printf '%-34s %s\n' "load generator exit status" "$FANOUT_STATUS"

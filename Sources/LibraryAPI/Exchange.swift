@@ -32,9 +32,9 @@ final class Exchange: Sendable {
     /// store errors become problems about `resource`.
     ///
     /// Reads are indexed lookups and bounded pages that take microseconds, less than handing the
-    /// work to another thread and the response back would cost.
+    /// work to another thread and the response back would cost. Each loop has its own reader.
     func read(_ resource: String, _ work: (LibraryReader) throws -> HTTPResponse) {
-        complete(api.store.readNow(work), resource: resource)
+        complete(api.store.readNow(lane: LoopThread.index, work), resource: resource)
     }
 
     /// Runs `work` as a write and answers once it has committed, with the response `respond`

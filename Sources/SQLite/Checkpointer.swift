@@ -24,7 +24,7 @@ final class Checkpointer: Sendable {
     /// The WAL size, in pages, that starts a checkpoint.
     private let threshold: Int
     /// At most about this many pages are left for the writer to copy.
-    private let writerShare = 256
+    private let writerShare = 64
 
     init(path: String, writer: Connection, busyTimeoutMilliseconds: Int32, threshold: Int) throws {
         self.threshold = threshold
@@ -43,7 +43,7 @@ final class Checkpointer: Sendable {
             connection.async { connection in
                 // Writes go on meanwhile, so pass again while a pass leaves much behind: the
                 // writer's own pass (below) then has only a few pages to copy.
-                for _ in 0..<4 {
+                for _ in 0..<8 {
                     guard let copied = try? connection.checkpointPassively(),
                         self.walFrames.count.load(ordering: .relaxed) - copied > self.writerShare
                     else { break }

@@ -32,7 +32,7 @@ package final class DatabasePool: Sendable {
     private let next = Counter()
     private let pending = Mutex<(writes: [any BatchedWrite], scheduled: Bool)>(([], false))
     /// The most writes one transaction takes, which bounds how long the first of them waits.
-    private let maximumBatch = 128
+    private let maximumBatch = 32
     private let transactionObserver: @Sendable (_ duration: Duration, _ writes: Int) -> Void
     /// Nil for `:memory:`, which has no WAL.
     private let checkpointer: Checkpointer?
@@ -77,10 +77,12 @@ package final class DatabasePool: Sendable {
     }
 
     /// Runs `work` with a reader connection on the calling thread, once no other work uses that
-    /// connection, and returns its result.
-    package func readNow<T>(_ work: (Connection) throws -> T) throws -> T {
-        let reader = readers.count == 1 ? readers[0] : readers[next.increment() % readers.count]
-        return try reader.sync(work)
+    /// connection, and returns its result. Callers that give distinct `lane`s (one per event
+    /// loop) get distinct readers, so they never wait for each other; without one, readers are
+    /// taken in turn.
+    package func readNow<T>(lane: Int? = nil, _ work: (Connection) throws -> T) throws -> T {
+        let index = lane ?? next.increment()
+        return try readers[index % readers.count].sync(work)
     }
 
     /// Runs `work` with the writer connection, on the writer's queue; writes are serialized.

@@ -25,6 +25,30 @@ struct EchoResponder: HTTPResponder {
     }
 }
 
+/// Answers with the index of the event loop that called it.
+struct LoopIndexResponder: HTTPResponder {
+    func respond(to request: HTTPRequest, writer: HTTPResponseWriter) {
+        writer.send(.text(.ok, LoopThread.index.map(String.init) ?? "none"))
+    }
+}
+
+@Suite struct LoopThreadTests {
+    @Test func eachLoopKnowsItsIndex_OtherThreadsHaveNone() throws {
+        var configuration = HTTPServerConfiguration()
+        configuration.loopCount = 3
+        let server = HTTPServer(configuration: configuration, responder: LoopIndexResponder())
+        defer { server.shutdown(grace: 1) }
+        var seen: Set<String> = []
+        for _ in 0..<3 {  // adopted connections go to the loops in turn
+            let (serverEnd, clientEnd) = makeSocketPair()
+            server.adopt(serverEnd)
+            seen.insert(try TestConnection(fd: clientEnd).request("GET", "/").text)
+        }
+        #expect(seen == ["0", "1", "2"])
+        #expect(LoopThread.index == nil)
+    }
+}
+
 /// A server with the echo responder and one connection to it over a socketpair.
 func withConnection(_ body: (TestConnection, HTTPServer) throws -> Void) throws {
     var configuration = HTTPServerConfiguration()

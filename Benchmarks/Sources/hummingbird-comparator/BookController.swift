@@ -87,7 +87,8 @@ struct BookController: Sendable {
                 [
                     .text(UUID().uuidString.lowercased()), .text(fields.libraryId), .text(fields.title),
                     .text(fields.author), fields.isbn.map { .text($0) } ?? .null,
-                    fields.publishedYear.map { .int($0) } ?? .null, .int(fields.available ? 1 : 0), .text(now), .text(now),
+                    fields.publishedYear.map { .int($0) } ?? .null, .int(fields.available ? 1 : 0), .text(now),
+                    .text(now),
                 ],
                 row: Book.init
             )[0]

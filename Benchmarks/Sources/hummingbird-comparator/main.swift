@@ -14,7 +14,8 @@ var options: [String: String] = [:]
 var arguments = CommandLine.arguments.dropFirst()
 while let name = arguments.popFirst() {
     guard name.hasPrefix("--"), let value = arguments.popFirst() else {
-        FileHandle.standardError.write(Data("usage: hummingbird-comparator --database PATH [--port P] [--readers N]\n".utf8))
+        FileHandle.standardError.write(
+            Data("usage: hummingbird-comparator --database PATH [--port P] [--readers N]\n".utf8))
         exit(64)
     }
     options[String(name.dropFirst(2))] = value

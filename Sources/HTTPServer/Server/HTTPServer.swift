@@ -40,7 +40,10 @@ package final class HTTPServer: Sendable {
             guard !started else { return }
             started = true
             for (index, loop) in loops.enumerated() {
-                let thread = Thread { loop.run() }
+                let thread = Thread {
+                    LoopThread.enter(index)
+                    loop.run()
+                }
                 thread.name = "http-loop-\(index)"
                 thread.start()
             }

@@ -1,3 +1,4 @@
+import HTTPServer
 import Synchronization
 
 /// Request counters, latency histograms and gauges, rendered in the Prometheus text format.
@@ -20,6 +21,12 @@ package final class Metrics: Sendable {
             count += 1
         }
 
+        mutating func add(_ other: Histogram) {
+            for index in buckets.indices { buckets[index] += other.buckets[index] }
+            sum += other.sum
+            count += other.count
+        }
+
         func render(_ name: String, labels: String, into lines: inout [String]) {
             let prefix = labels.isEmpty ? "" : labels + ","
             var cumulative = 0
@@ -39,6 +46,17 @@ package final class Metrics: Sendable {
         var latency: [String: Histogram] = [:]
         var transactions = Histogram()
         var writesCommitted = 0
+
+        mutating func add(_ other: State) {
+            requests.merge(other.requests, uniquingKeysWith: +)
+            latency.merge(other.latency) { mine, theirs in
+                var total = mine
+                total.add(theirs)
+                return total
+            }
+            transactions.add(other.transactions)
+            writesCommitted += other.writesCommitted
+        }
     }
 
     /// Upper bounds (seconds) of the latency buckets.
@@ -46,14 +64,22 @@ package final class Metrics: Sendable {
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
     ]
 
-    private let state = Mutex(State())
+    /// One shard per event loop (and one for other threads), so the loops never wait for each
+    /// other to count a request; merged when scraped.
+    private let shards = (0..<4).map { _ in Shard() }
+
+    private final class Shard: Sendable {
+        let state = Mutex(State())
+    }
+
+    private var shard: Shard { shards[(LoopThread.index ?? shards.count - 1) % shards.count] }
     private let readings = Mutex<[(name: String, type: String, help: String, read: @Sendable () -> Int)]>([])
 
     package init() {}
 
     /// Counts one answered request and its duration.
     func record(route: String, method: String, status: Int, seconds: Double) {
-        state.withLock { state in
+        shard.state.withLock { state in
             state.requests[Key(route: route, method: method, status: status), default: 0] += 1
             state.latency[route, default: Histogram()].record(seconds)
         }
@@ -62,7 +88,7 @@ package final class Metrics: Sendable {
     /// Records one SQLite write transaction: how long it took, from its start to its commit, and
     /// how many writes it committed together (group commit).
     package func recordTransaction(seconds: Double, writes: Int) {
-        state.withLock { state in
+        shard.state.withLock { state in
             state.transactions.record(seconds)
             state.writesCommitted += writes
         }
@@ -80,7 +106,8 @@ package final class Metrics: Sendable {
 
     /// The exposition text.
     func render() -> String {
-        let state = state.withLock { $0 }
+        var state = State()
+        for shard in shards { state.add(shard.state.withLock { $0 }) }
         var lines = [
             "# HELP library_http_requests_total HTTP requests answered, by route template, method and status.",
             "# TYPE library_http_requests_total counter",

@@ -62,9 +62,10 @@ package final class LibraryStore: Sendable {
     }
 
     /// Runs `work` with a reader on the calling thread (waiting, rarely, while another thread uses
-    /// that reader) and returns its result.
-    package func readNow<T>(_ work: (LibraryReader) throws -> T) -> Result<T, StoreError> {
-        Result { try pool.readNow { connection in try work(LibraryReader(connection: connection)) } }
+    /// that reader) and returns its result; distinct `lane`s get distinct readers
+    /// (`DatabasePool.readNow`).
+    package func readNow<T>(lane: Int? = nil, _ work: (LibraryReader) throws -> T) -> Result<T, StoreError> {
+        Result { try pool.readNow(lane: lane) { connection in try work(LibraryReader(connection: connection)) } }
             .mapError(StoreError.init)
     }
 

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Over-observation: how many events field-level tracking delivers, against push-everything.
+
+    Benchmarks/overobserve.py PORT BOOKS [SUBSCRIBERS=120] [WRITES=300] [SEED=7]
+
+Against a running library-server on 127.0.0.1:PORT whose database was seeded by
+Benchmarks/seed.py with BOOKS books. Opens SUBSCRIBERS event streams spread over 6 books, each
+asking for one of 6 field sets, then makes WRITES PATCHes, each changing one field, picked
+uniformly at random, of one of those books, picked uniformly at random.
+
+It counts the change events and bytes the subscribers actually received, checks that no event
+carries a field its subscriber did not ask for, and compares with what a push-everything design
+(`ObservableObject`'s `objectWillChange`: every change of an object goes to every subscriber of
+it, with the whole object) would have sent: WRITES x subscribers-per-book events, each with the
+whole book. The last line is `JSON {...}` for bench.py.
+"""
+
+import http.client
+import json
+import random
+import selectors
+import socket
+import sys
+import time
+
+FIELD_SETS = [["title"], ["author"], ["isbn"], ["publishedYear"], ["available"], ["title", "author"]]
+FIELDS = ["title", "author", "isbn", "publishedYear", "available"]
+BOOKS_WATCHED = 6
+
+
+def book_id(n):
+    return "00000000-0000-4000-9000-%012d" % n
+
+
+def isbn13(rng):
+    digits = [9, 7, 8] + [rng.randrange(10) for _ in range(9)]
+    check = (10 - sum(d * (1 if i % 2 == 0 else 3) for i, d in enumerate(digits)) % 10) % 10
+    return "".join(map(str, digits + [check]))
+
+
+class Stream:
+    """One event stream read without blocking; parses `event:`/`id:`/`data:` blocks."""
+
+    def __init__(self, port, book, fields):
+        self.book, self.fields = book, set(fields)
+        self.socket = socket.create_connection(("127.0.0.1", port))
+        request = "GET /books/%s/events?fields=%s HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\r\n" % (
+            book, ",".join(fields))
+        self.socket.sendall(request.encode())
+        self.socket.setblocking(False)
+        self.buffer = b""
+        self.head_done = False
+        self.snapshot = False
+        self.changes = 0
+        self.change_bytes = 0
+        self.foreign = 0
+
+    def feed(self, data):
+        self.buffer += data
+        if not self.head_done:
+            if b"\r\n\r\n" not in self.buffer:
+                return
+            head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+            if not head.startswith(b"HTTP/1.1 200"):
+                raise SystemExit("overobserve: stream refused: %r" % head[:100])
+            self.head_done = True
+        # Chunked transfer coding: strip the chunk-size lines (hex digits alone on a line).
+        while True:
+            if b"\r\n" not in self.buffer:
+                return
+            size_line, rest = self.buffer.split(b"\r\n", 1)
+            size = int(size_line, 16)
+            if len(rest) < size + 2:
+                return
+            self.block(rest[:size])
+            self.buffer = rest[size + 2:]
+
+    def block(self, chunk):
+        for block in chunk.split(b"\n\n"):
+            lines = dict(line.split(b": ", 1) for line in block.split(b"\n") if b": " in line and not
+                         line.startswith(b":"))
+            if lines.get(b"event") == b"snapshot":
+                self.snapshot = True
+            elif lines.get(b"event") == b"change":
+                self.changes += 1
+                self.change_bytes += len(block) + 2
+                keys = set(json.loads(lines[b"data"])) - {"id"}
+                self.foreign += len(keys - self.fields)
+
+
+def main():
+    if len(sys.argv) < 3:
+        raise SystemExit(__doc__)
+    port, books = int(sys.argv[1]), int(sys.argv[2])
+    subscribers = int(sys.argv[3]) if len(sys.argv) > 3 else 120
+    writes = int(sys.argv[4]) if len(sys.argv) > 4 else 300
+    rng = random.Random(int(sys.argv[5]) if len(sys.argv) > 5 else 7)
+    watched = [book_id(1 + n * (books // BOOKS_WATCHED)) for n in range(BOOKS_WATCHED)]
+
+    streams = [Stream(port, watched[n % BOOKS_WATCHED], FIELD_SETS[(n // BOOKS_WATCHED) % len(FIELD_SETS)])
+               for n in range(subscribers)]
+    selector = selectors.DefaultSelector()
+    for stream in streams:
+        selector.register(stream.socket, selectors.EVENT_READ, stream)
+
+    def pump(until):
+        quiet_since = time.monotonic()
+        while time.monotonic() < until:
+            events = selector.select(timeout=0.05)
+            for key, _ in events:
+                data = key.data.socket.recv(65536)
+                if data:
+                    key.data.feed(data)
+                    quiet_since = time.monotonic()
+            if not events and time.monotonic() - quiet_since > 0.5:
+                return
+
+    deadline = time.monotonic() + 30
+    while not all(stream.snapshot for stream in streams):
+        if time.monotonic() > deadline:
+            raise SystemExit("overobserve: not every stream got its snapshot")
+        pump(time.monotonic() + 0.2)
+
+    client = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    expected = 0
+    push_events = 0
+    push_bytes = 0
+    per_book = {book: [s for s in streams if s.book == book] for book in watched}
+    for n in range(writes):
+        book = rng.choice(watched)
+        field = rng.choice(FIELDS)
+        value = {
+            "title": "Title %d" % n, "author": "Author %d" % n, "isbn": isbn13(rng),
+            "publishedYear": 1000 + n, "available": n % 2 == 0,
+        }[field]
+        client.request("PATCH", "/books/" + book, body=json.dumps({field: value}),
+                       headers={"Content-Type": "application/json"})
+        response = client.getresponse()
+        body = response.read()
+        if response.status != 200:
+            raise SystemExit("overobserve: PATCH failed: %d %s" % (response.status, body[:200]))
+        expected += sum(1 for s in per_book[book] if field in s.fields)
+        # Push-everything: every subscriber of the book gets the whole book after every change
+        # (framed like our events, with a 6-digit id).
+        push_events += len(per_book[book])
+        push_bytes += len(per_book[book]) * (len(body) + len("event: change\nid: 000000\ndata: \n\n"))
+        pump(time.monotonic() + 0.001)
+    pump(time.monotonic() + 10)
+
+    delivered = sum(s.changes for s in streams)
+    result = {
+        "subscribers": subscribers,
+        "books": BOOKS_WATCHED,
+        "field_sets": " / ".join(",".join(f) for f in FIELD_SETS),
+        "writes": writes,
+        "delivered": delivered,
+        "expected_without_coalescing": expected,
+        "push_everything": push_events,
+        "delivered_bytes": sum(s.change_bytes for s in streams),
+        "push_bytes": push_bytes,
+        "foreign_fields": sum(s.foreign for s in streams),
+    }
+    print("over-observation: %d subscribers on %d books, %d single-field writes: %d events delivered "
+          "(%d without coalescing), push-everything would send %d (%.1fx); %d bytes vs %d (%.1fx); "
+          "fields not asked for: %d" % (
+              subscribers, BOOKS_WATCHED, writes, delivered, expected, result["push_everything"],
+              result["push_everything"] / max(1, delivered), result["delivered_bytes"], push_bytes,
+              push_bytes / max(1, result["delivered_bytes"]), result["foreign_fields"]))
+    print("JSON " + json.dumps(result))
+    for stream in streams:
+        stream.socket.close()
+    if result["foreign_fields"] or delivered > expected:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# A quick check of the benchmark's own tools, for CI: seeds a small database with seed.py, runs
+# every wrk workload for one second against the given server binary and fails on any non-2xx
+# answer or socket error (so the Lua scripts keep asking for ids that exist, with valid bodies),
+# then runs overobserve.py, which fails if any subscriber gets a field it did not ask for.
+#
+#   Benchmarks/smoke.sh SERVER
+set -euo pipefail
+SERVER=${1:?usage: $0 SERVER}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-smoke.XXXXXX")
+SERVER_PID=
+cleanup() {
+    if [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2>/dev/null; then kill -KILL "$SERVER_PID" 2>/dev/null || true; fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+python3 "$HERE/seed.py" "$SERVER" "$WORK/smoke.sqlite" 1200 12
+"$SERVER" --port 0 --database "$WORK/smoke.sqlite" --log-level warning >"$WORK/out" 2>"$WORK/err" &
+SERVER_PID=$!
+PORT=
+for _ in $(seq 100); do
+    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$WORK/out")
+    [[ -n $PORT ]] && break
+    sleep 0.1
+done
+[[ -n $PORT ]] || { echo "the server did not start" >&2; cat "$WORK/err" >&2; exit 1; }
+
+failed=0
+for workload in get list post patch mix; do
+    line=$(BENCH_LUA="$HERE/wrk" BOOKS=1200 LIBRARIES=12 \
+        timeout 30 wrk -t1 -c4 -d1s -s "$HERE/wrk/$workload.lua" "http://127.0.0.1:$PORT" | grep '^RESULT ')
+    echo "$workload: $line"
+    if ! grep -q ' socket_errors=0 non2xx=0 ' <<<"$line" || grep -q ' requests=0 ' <<<"$line"; then
+        echo "FAIL: $workload" >&2
+        failed=1
+    fi
+done
+timeout 120 python3 "$HERE/overobserve.py" "$PORT" 1200 60 100 || { echo "FAIL: overobserve" >&2; failed=1; }
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID" || { echo "FAIL: the server exited with $?" >&2; failed=1; }
+SERVER_PID=
+exit "$failed"
