@@ -134,10 +134,14 @@ def measure(server_name, workload, database, work, args, books, libraries):
         if os.path.exists(copy + suffix):
             os.remove(copy + suffix)
     shutil.copyfile(database, copy)
+    os.sync()  # so the copy's writeback does not compete with the measured run
     server = Server(SERVERS[server_name](copy))
     try:
-        if args.warmup > 0:
-            wrk(server.port, workload, args.warmup, args, books, libraries)
+        # Larger databases get a longer warm-up (a second per 100,000 books more), so the
+        # measured run sees the file's pages in memory as a server that has been up a while would.
+        warmup = args.warmup + books // 100_000
+        if warmup > 0:
+            wrk(server.port, workload, warmup, args, books, libraries)
         cpu_before = server.cpu_seconds()
         result = wrk(server.port, workload, args.duration, args, books, libraries)
         result["cpu_ms_per_kreq"] = (server.cpu_seconds() - cpu_before) * 1000 / (result["requests"] / 1000)
@@ -272,7 +276,7 @@ def markdown(results):
     settings = results["settings"]
     lines.append("Measured %s on this machine (%s), `wrk -t%d -c%d`, %d s per run after %d s of warm-up, "
                  "%d rounds A B A B, medians; %d books in %d libraries."
-                 % (results["date"], settings["machine"], settings["threads"], settings["connections"],
+                 % (results["dates"]["compare"], settings["machine"], settings["threads"], settings["connections"],
                     settings["duration"], settings["warmup"], settings["rounds"], settings["books"],
                     settings["libraries"]))
     lines.append("")
@@ -289,6 +293,8 @@ def markdown(results):
                 ours["peak_rss_mib"], theirs["peak_rss_mib"], ours["cpu_ms_per_kreq"], theirs["cpu_ms_per_kreq"]))
         lines.append("")
     if results.get("scale"):
+        lines.append("library-server alone, `GET /books/{id}` and the list page, measured %s:" % results["dates"]["scale"])
+        lines.append("")
         lines.append("| books | database (MiB) | startup (ms) | GET req/s | GET p99 (ms) | list req/s | list p99 (ms) |")
         lines.append("|---:|---:|---:|---:|---:|---:|---:|")
         for row in results["scale"]:
@@ -297,6 +303,9 @@ def markdown(results):
                 row["get"]["p99_us"] / 1000, row["list"]["rps"], row["list"]["p99_us"] / 1000))
         lines.append("")
     if results.get("fanout"):
+        lines.append("SSE fan-out (`Benchmarks/fanout.sh N %d`), measured %s:" % (
+            results["fanout"][0]["rounds"], results["dates"]["fanout"]))
+        lines.append("")
         lines.append("| SSE subscribers on one book | change → event p50 (ms) | p99 (ms) | server CPU per change (ms) "
                      "| CPU per event delivered (µs) | memory per subscriber (KiB) |")
         lines.append("|---:|---:|---:|---:|---:|---:|")
@@ -307,11 +316,11 @@ def markdown(results):
         lines.append("")
     if results.get("observation"):
         o = results["observation"]
-        lines.append("Over-observation: %d subscribers on %d books, each asking for %s; %d random single-field "
+        lines.append("Over-observation, measured %s: %d subscribers on %d books, each asking for %s; %d random single-field "
                      "PATCHes. Events delivered: **%d**; a push-everything design (`ObservableObject`: every change "
                      "to every subscriber of the object) would send %d, **%.1f×** as many, and %.1f× the bytes "
                      "(%s vs %s). Fields outside a subscriber's request received: %d."
-                     % (o["subscribers"], o["books"], o["field_sets"], o["writes"], o["delivered"],
+                     % (results["dates"]["observation"], o["subscribers"], o["books"], o["field_sets"], o["writes"], o["delivered"],
                         o["push_everything"], o["push_everything"] / max(1, o["delivered"]),
                         o["push_bytes"] / max(1, o["delivered_bytes"]), format(o["delivered_bytes"], ","),
                         format(o["push_bytes"], ","), o["foreign_fields"]))
@@ -437,6 +446,21 @@ def main():
     finally:
         stop_all()
         shutil.rmtree(work, ignore_errors=True)
+
+    # A partial run (--skip-compare, --scale "", ...) keeps the other sections of the last run,
+    # each with the date it was measured on.
+    previous_path = os.path.join(RESULTS, "results.json")
+    if os.path.exists(previous_path):
+        with open(previous_path) as previous_file:
+            previous = json.load(previous_file)
+        for section in ("compare", "scale", "fanout", "observation"):
+            if section not in results and section in previous:
+                results[section] = previous[section]
+                results.setdefault("dates", {})[section] = previous.get("dates", {}).get(section, previous["date"])
+                if section == "compare":
+                    results["settings"] = previous["settings"]
+    for section in ("compare", "scale", "fanout", "observation"):
+        results.setdefault("dates", {}).setdefault(section, results["date"])
 
     text = markdown(results)
     os.makedirs(RESULTS, exist_ok=True)
