@@ -369,24 +369,6 @@ kill_server() { # SIGKILL, as a crash; the subscriber waits until the port file 
     SERVER_PID=""
 }
 
-# stop_server: SIGTERM; returns the server's exit status (124 when it had to be killed after 15 s).
-stop_server() {
-    local pid=$SERVER_PID i status=0
-    SERVER_PID=""
-    kill -TERM "$pid"
-    for ((i = 0; i < 150; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -KILL "$pid"
-        wait "$pid" 2>/dev/null || true
-        return 124
-    fi
-    wait "$pid" || status=$?
-    return "$status"
-}
-
 # --- checks -------------------------------------------------------------------------------------
 
 # integrity_ok URI: PRAGMA integrity_check answers exactly "ok".

@@ -87,24 +87,6 @@ start_server() {
     return 1
 }
 
-# stop_server: SIGTERM; returns the server's exit status (124 when it had to be killed).
-stop_server() {
-    local pid=$SERVER_PID i status=0
-    SERVER_PID=""
-    kill -TERM "$pid" 2>/dev/null || return 1
-    for ((i = 0; i < 100; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-        return 124
-    fi
-    wait "$pid" || status=$?
-    return "$status"
-}
-
 # request METHOD PATH [JSON]: prints the body then a line with the status code.
 request() {
     local method=$1 path=$2 body=${3:-}
@@ -254,7 +236,7 @@ if start_server curl-server 0 :memory: && make_book "first"; then
     else
         fail "curl: create a second book"
     fi
-    check "curl: server exits with status 0 on SIGTERM" stop_server
+    check "curl: server exits with status 0 on SIGTERM" stop_server 10
 else
     fail "curl: start the server and create a book"
     stop_pid "$SERVER_PID"
@@ -338,7 +320,7 @@ if start_server browser-server 0 "$database" && make_book "b0"; then
         fi
     done
 
-    check "chromium: server stops with status 0 on SIGTERM while the page is connected" stop_server
+    check "chromium: server stops with status 0 on SIGTERM while the page is connected" stop_server 10
     opens_before=$(grep -cF "sse-page open" "$console" || true)
     if start_server browser-server-2 "$port" "$database"; then
         pass "chromium: server restarted on the same port ($port) and database"
@@ -407,7 +389,7 @@ if start_server browser-server 0 "$database" && make_book "b0"; then
         grep -F 'sse-page' "$console" | sed 's/, source: .*//' || true
         echo "---"
     fi
-    [[ -z $SERVER_PID ]] || check "chromium: server exits with status 0 on SIGTERM" stop_server
+    [[ -z $SERVER_PID ]] || check "chromium: server exits with status 0 on SIGTERM" stop_server 10
 else
     fail "chromium: start the server with a database file and create a book"
 fi

@@ -103,24 +103,6 @@ start_server() {
     return 1
 }
 
-# stop_server: SIGTERM; returns the server's exit status (124 when it had to be killed after 15 s).
-stop_server() {
-    local pid=$SERVER_PID i status=0
-    SERVER_PID=""
-    kill -TERM "$pid" 2>/dev/null || return 1
-    for ((i = 0; i < 150; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -KILL "$pid"
-        wait "$pid" 2>/dev/null || true
-        return 124
-    fi
-    wait "$pid" || status=$?
-    return "$status"
-}
-
 server_alive() { [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2>/dev/null; }
 
 # --- HTTP ---------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@
 #   note TEXT               an indented remark ("# TEXT")
 #   die MESSAGE             MESSAGE on stderr, the summary with one more failure, exit 1
 #   stop_pid PID            SIGTERM, up to 5 s, then SIGKILL; reaps it (nothing when PID is empty)
+#   stop_server [SECONDS]   SIGTERM to SERVER_PID (then cleared), up to SECONDS (default 15); returns
+#                           the server's exit status, 124 when it had to be killed, 1 when it was gone
 #   harness_start           (call once the tools are in place) makes WORK, a temporary directory
 #                           named after NAME; sets the traps: on exit the cleanup below, on SIGINT
 #                           the summary and exit 130, on SIGTERM the summary and exit 124; starts
@@ -65,6 +67,23 @@ stop_pid() { # stop_pid PID: SIGTERM, up to 5 s, then SIGKILL; reaps it
     done
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
+}
+
+stop_server() { # stop_server [SECONDS]: the server's exit status after SIGTERM
+    local pid=$SERVER_PID i status=0
+    SERVER_PID=""
+    kill -TERM "$pid" 2>/dev/null || return 1
+    for ((i = 0; i < ${1:-15} * 10; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        return 124
+    fi
+    wait "$pid" || status=$?
+    return "$status"
 }
 
 harness_cleanup() {
