@@ -21,9 +21,18 @@ import Testing
             #expect(metrics.text.contains(name), "\(name)")
         }
         #expect(metrics.text.contains("library_sqlite_write_duration_seconds_count 1\n"))
+        #expect(metrics.text.contains("library_sqlite_writes_committed_total 1\n"))
         let spec = try live.request("GET", "/openapi.yaml")
         #expect(spec.status == 200)
         #expect(spec.text.hasPrefix("openapi: 3.1"))
+    }
+
+    @Test func requestCounts_AddUpOverEveryLoop() throws {
+        let live = try LiveServer()  // two loops, each counting into its own shard
+        for _ in 0..<20 { #expect(try live.request("GET", "/books").status == 200) }
+        let metrics = try live.request("GET", "/metrics")
+        #expect(metrics.text.contains(#"library_http_requests_total{route="/books",method="GET",status="200"} 20"#))
+        #expect(metrics.text.contains(#"library_http_request_duration_seconds_count{route="/books"} 20"#))
     }
 
     @Test func writes_NeedTheTokenWhenOneIsConfigured() throws {

@@ -38,22 +38,15 @@ import Testing
         #expect(Identifier.canonical(text) == nil)
     }
 
-    @Test func make_GivesDistinctVersion4UUIDs() {
-        let ids = (0..<1_000).map { _ in Identifier.make() }
+    /// `make` gives version 4 (random) UUIDs, `sequential` version 8 (prefix and counter).
+    @Test(arguments: [4, 8])
+    func make_AndSequential_GiveDistinctUUIDsOfTheirVersion(version: Int) {
+        let next = version == 4 ? Identifier.make : Identifier.sequential
+        let ids = (0..<1_000).map { _ in next() }
         #expect(Set(ids).count == ids.count)
         for id in ids {
             #expect(Identifier.canonical(id) == id)
-            #expect(Array(id)[14] == "4")
-            #expect("89ab".contains(Array(id)[19]))
-        }
-    }
-
-    @Test func sequential_GivesDistinctVersion8UUIDs() {
-        let ids = (0..<1_000).map { _ in Identifier.sequential() }
-        #expect(Set(ids).count == ids.count)
-        for id in ids {
-            #expect(Identifier.canonical(id) == id)
-            #expect(Array(id)[14] == "8")
+            #expect(Array(id)[14] == Character(String(version)))
             #expect("89ab".contains(Array(id)[19]))
         }
     }

@@ -237,7 +237,12 @@ func withTemporaryDirectory(_ body: (String) throws -> Void) throws {
         while log.get().count < writes.count { usleep(1_000) }
     }
 
-    @Test func aWriteThatFailsBeforeChangingAnything_LeavesTheOthersInTheSameTransaction() throws {
+    /// Commits `writes` as one group on a fresh table `t (x INTEGER UNIQUE)`; returns how each
+    /// write finished, the size of each committed transaction, and the rows of `t`.
+    func group(_ writes: [(name: String, body: (Connection) throws -> Void)]) throws -> (
+        log: [String], transactions: [Int], rows: String
+    ) {
+        var outcome: (log: [String], transactions: [Int], rows: String) = ([], [], "")
         try withTemporaryDirectory { directory in
             let transactions = LockedValue<[Int]>([])
             let pool = try DatabasePool(
@@ -247,54 +252,44 @@ func withTemporaryDirectory(_ body: (String) throws -> Void) throws {
             )
             defer { pool.close() }
             let log = LockedValue<[String]>([])
-            commitTogether(
-                pool,
-                [
-                    LoggedWrite("a", log) { try $0.statement("INSERT INTO t VALUES (1)").run() },
-                    LoggedWrite("b", log) { _ in throw Refused() },
-                    LoggedWrite("c", log) { try $0.statement("INSERT INTO t VALUES (2)").run() },
-                ],
-                log: log
-            )
-            #expect(
-                log.get() == ["b failed after 1 run(s)", "a committed after 1 run(s)", "c committed after 1 run(s)"])
-            #expect(transactions.get() == [2])
-            #expect(
-                try pool.writeAndWait { try $0.statement("SELECT group_concat(x) FROM t").first { $0.text(0) } }
-                    == "1,2")
+            commitTogether(pool, writes.map { LoggedWrite($0.name, log, $0.body) }, log: log)
+            let rows = try pool.writeAndWait {
+                try $0.statement("SELECT group_concat(x) FROM t").first { $0.text(0) }
+            }
+            outcome = (log.get(), transactions.get(), rows ?? "")
         }
+        return outcome
+    }
+
+    func insert(_ value: Int) -> (Connection) throws -> Void {
+        { try $0.statement("INSERT INTO t VALUES (\(value))").run() }
+    }
+
+    @Test func aWriteThatFailsBeforeChangingAnything_LeavesTheOthersInTheSameTransaction() throws {
+        let outcome = try group([("a", insert(1)), ("b", { _ in throw Refused() }), ("c", insert(2))])
+        #expect(
+            outcome.log == ["b failed after 1 run(s)", "a committed after 1 run(s)", "c committed after 1 run(s)"])
+        #expect(outcome.transactions == [2])
+        #expect(outcome.rows == "1,2")
     }
 
     @Test func aWriteThatFailsAfterChangingRows_IsUndoneAloneAndTheOthersRunAgain() throws {
-        try withTemporaryDirectory { directory in
-            let transactions = LockedValue<[Int]>([])
-            let pool = try DatabasePool(
-                path: directory + "/group.sqlite",
-                prepare: { try $0.execute("CREATE TABLE t (x INTEGER UNIQUE)") },
-                onTransaction: { _, writes in transactions.set(transactions.get() + [writes]) }
-            )
-            defer { pool.close() }
-            let log = LockedValue<[String]>([])
-            commitTogether(
-                pool,
-                [
-                    LoggedWrite("a", log) { try $0.statement("INSERT INTO t VALUES (1)").run() },
-                    LoggedWrite("b", log) { connection in
-                        try connection.statement("INSERT INTO t VALUES (2)").run()
-                        try connection.statement("INSERT INTO t VALUES (1)").run()  // violates UNIQUE
-                    },
-                    LoggedWrite("c", log) { try $0.statement("INSERT INTO t VALUES (3)").run() },
-                ],
-                log: log
-            )
-            // b's first row is gone with it; a ran again in a fresh transaction, which c joined.
-            #expect(
-                log.get() == ["b failed after 1 run(s)", "a committed after 2 run(s)", "c committed after 1 run(s)"])
-            #expect(transactions.get() == [2])
-            #expect(
-                try pool.writeAndWait { try $0.statement("SELECT group_concat(x) FROM t").first { $0.text(0) } }
-                    == "1,3")
-        }
+        let outcome = try group([
+            ("a", insert(1)),
+            (
+                "b",
+                { connection in
+                    try self.insert(2)(connection)
+                    try self.insert(1)(connection)  // violates UNIQUE
+                }
+            ),
+            ("c", insert(3)),
+        ])
+        // b's first row is gone with it; a ran again in a fresh transaction, which c joined.
+        #expect(
+            outcome.log == ["b failed after 1 run(s)", "a committed after 2 run(s)", "c committed after 1 run(s)"])
+        #expect(outcome.transactions == [2])
+        #expect(outcome.rows == "1,3")
     }
 
     @Test func aFailedCommit_FailsEveryWriteInIt() throws {
