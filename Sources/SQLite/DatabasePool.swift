@@ -103,16 +103,17 @@ package final class DatabasePool: Sendable {
         if schedule { writer.async { self.commitPending(on: $0) } }
     }
 
-    /// Commits the writes waiting now (up to `maximumBatch`; the rest get their own turn after).
+    /// Commits the writes waiting now (up to `maximumBatch`; the rest get their own turn after,
+    /// with any that arrive meanwhile; once none are left, the next write schedules a turn).
     private func commitPending(on connection: Connection) {
-        let batch = pending.withLock { state in
+        let (batch, more) = pending.withLock { state in
             let batch = state.writes.prefix(maximumBatch)
             state.writes.removeFirst(batch.count)
             state.scheduled = !state.writes.isEmpty
-            return batch
+            return (batch, state.scheduled)
         }
-        if !batch.isEmpty { commit(batch, on: connection) }
-        if pending.withLock({ $0.scheduled }) { writer.async { self.commitPending(on: $0) } }
+        commit(batch, on: connection)
+        if more { writer.async { self.commitPending(on: $0) } }
     }
 
     /// Commits `writes` in one transaction, each finished in order once it has committed.

@@ -168,15 +168,12 @@ package final class LiveHub {
             var events: [Set<BookField>: LiveEvent] = [:]
             for subscriber in book.subscribers.values {
                 let fields = subscriber.request.bookFields.intersection(book.dirty)
-                let event =
-                    events[fields]
-                    ?? {
-                        var event = LiveEvent(kind: .change, seq: seq, id: book.id)
-                        event.bookFields = Self.values(of: book, fields)
-                        events[fields] = event
-                        return event
-                    }()
-                subscriber.deliver(event)
+                if events[fields] == nil {
+                    var event = LiveEvent(kind: .change, seq: seq, id: book.id)
+                    event.bookFields = Self.values(of: book, fields)
+                    events[fields] = event
+                }
+                subscriber.deliver(events[fields]!)
             }
             if let library = libraries[book.libraryId] {
                 if memberChanges[library.id] == nil && library.dirty.isEmpty && !library.membersDirty {

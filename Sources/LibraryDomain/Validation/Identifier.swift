@@ -51,18 +51,17 @@ package enum Identifier {
     private static func format(high: UInt64, low: UInt64, version: UInt64) -> String {
         let high = high & ~(0xF << 12) | version << 12
         let low = low & ~(0b11 << 62) | 0b10 << 62
-        let digits: [UInt8] = Array("0123456789abcdef".utf8)
+        let digits: StaticString = "0123456789abcdef"
         return String(unsafeUninitializedCapacity: 36) { buffer in
             var position = 0
-            for (word, shifts) in [(high, 0..<16), (low, 0..<16)] {
-                for shift in shifts {
-                    if position == 8 || position == 13 || position == 18 || position == 23 {
-                        buffer[position] = UInt8(ascii: "-")
-                        position += 1
-                    }
-                    buffer[position] = digits[Int(word >> UInt64(60 - 4 * shift) & 0xF)]
+            for nibble in 0..<32 {
+                if position == 8 || position == 13 || position == 18 || position == 23 {
+                    buffer[position] = UInt8(ascii: "-")
                     position += 1
                 }
+                let word = nibble < 16 ? high : low
+                buffer[position] = digits.utf8Start[Int(word >> UInt64(60 - 4 * (nibble % 16)) & 0xF)]
+                position += 1
             }
             return 36
         }
