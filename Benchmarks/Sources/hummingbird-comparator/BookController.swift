@@ -106,10 +106,7 @@ struct BookController: Sendable {
         let patch = try await request.decode(as: BookPatch.self, context: context)
         let book = try database.write { connection -> Book? in
             guard let current = try findBook(id, connection) else { return nil }
-            let old = BookFields(
-                libraryId: current.libraryId, title: current.title, author: current.author, isbn: current.isbn,
-                publishedYear: current.publishedYear, available: current.available
-            )
+            let old = current.fields
             var new = old
             if let libraryId = patch.libraryId { new.libraryId = libraryId.lowercased() }
             if let title = patch.title { new.title = title }

@@ -30,6 +30,13 @@ struct Book: ResponseCodable {
         updatedAt = row.text(9)
     }
 
+    /// The writable fields.
+    var fields: BookFields {
+        BookFields(
+            libraryId: libraryId, title: title, author: author, isbn: isbn, publishedYear: publishedYear,
+            available: available)
+    }
+
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(id, forKey: .id)
