@@ -37,17 +37,25 @@ let package = Package(
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
         // HTTP/1.1 on non-blocking sockets and epoll. Knows nothing about books.
         .target(name: "HTTPServer", dependencies: ["CSystemLinux"], swiftSettings: swiftSettings + fuzzSettings),
-        // Records, validation and persistence of libraries and books.
+        // Records, validation, the change model, and the store interface the live engine reads through.
+        .target(name: "LibraryDomain", swiftSettings: swiftSettings),
+        // Libraries and books in SQLite: migrations, reads, writes, the change log.
         .target(
-            name: "LibraryDomain",
-            dependencies: ["SQLite"],
+            name: "LibraryStorage",
+            dependencies: ["LibraryDomain", "SQLite"],
             swiftSettings: swiftSettings,
             plugins: ["EmbedFiles"]
         ),
+        // Live updates: @Observable models of watched resources, subscribers, snapshots and replay.
+        // Knows the store only through `LiveStore`.
+        .target(name: "LiveEngine", dependencies: ["LibraryDomain"], swiftSettings: swiftSettings),
         // Routes, JSON, problem responses: the REST API over the domain.
         .target(
             name: "LibraryAPI",
-            dependencies: ["HTTPServer", "LibraryDomain", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings + fuzzSettings,
             plugins: ["EmbedFiles"]
         ),
@@ -55,7 +63,7 @@ let package = Package(
         .executableTarget(
             name: "library-server",
             dependencies: [
-                "LibraryAPI", "HTTPServer", "LibraryDomain", "CSystemLinux",
+                "LibraryAPI", "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine", "CSystemLinux",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -78,14 +86,17 @@ let package = Package(
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: swiftSettings),
         .testTarget(
             name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "LibraryDomainTests", dependencies: ["LibraryDomain"], swiftSettings: swiftSettings),
         .testTarget(
-            name: "LibraryDomainTests",
-            dependencies: ["LibraryDomain", "SQLite"],
+            name: "LibraryStorageTests",
+            dependencies: ["LibraryStorage", "LibraryDomain", "SQLite"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "LiveEngineTests", dependencies: ["LiveEngine", "LibraryDomain"], swiftSettings: swiftSettings),
+        .testTarget(
             name: "LibraryAPITests",
-            dependencies: ["LibraryAPI", "HTTPServer", "LibraryDomain", "TestSupport"],
+            dependencies: ["LibraryAPI", "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine", "TestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

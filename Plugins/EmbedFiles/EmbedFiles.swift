@@ -3,7 +3,7 @@ import PackagePlugin
 
 /// Embeds package files into a target as Swift source, so the binary needs no files at run time.
 ///
-/// Which files a target gets is decided here by the target's name: the domain embeds the numbered
+/// Which files a target gets is decided here by the target's name: the storage layer embeds the numbered
 /// migrations (the only source of the schema), the API embeds the OpenAPI document it serves.
 @main
 struct EmbedFiles: BuildToolPlugin {
@@ -12,7 +12,7 @@ struct EmbedFiles: BuildToolPlugin {
         let inputs: [URL]
         let typeName: String
         switch target.name {
-        case "LibraryDomain":
+        case "LibraryStorage":
             let folder = root.appending(path: "Migrations")
             inputs = try FileManager.default.contentsOfDirectory(at: folder, includingPropertiesForKeys: nil)
                 .filter { $0.pathExtension == "sql" }

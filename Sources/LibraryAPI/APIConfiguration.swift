@@ -2,12 +2,23 @@
 package struct APIConfiguration: Sendable {
     /// When set, every mutating request needs `Authorization: Bearer <token>`.
     package var apiToken: String?
+    /// When set, every read, stream and `/metrics` needs a bearer token too: this one or `apiToken`.
+    package var readToken: String?
     /// Origins allowed to call from a browser (`*` for any, or a comma-separated list); nil turns
     /// CORS off.
     package var corsOrigin: String?
+    /// The names a request's `Host` header may carry; every host unless configured.
+    package var allowedHosts: AllowedHosts
 
-    package init(apiToken: String? = nil, corsOrigin: String? = nil) {
+    package init(
+        apiToken: String? = nil,
+        readToken: String? = nil,
+        corsOrigin: String? = nil,
+        allowedHosts: AllowedHosts = AllowedHosts(nil)
+    ) {
         self.apiToken = apiToken
+        self.readToken = readToken
         self.corsOrigin = corsOrigin
+        self.allowedHosts = allowedHosts
     }
 }

@@ -1,6 +1,7 @@
 import Glibc
 import HTTPServer
 import LibraryDomain
+import LibraryStorage
 import Logging
 
 /// One request on its way to a response: everything a handler needs, and the single exit through
@@ -88,16 +89,24 @@ final class Exchange: Sendable {
     private func decorate(_ response: HTTPResponse) -> HTTPResponse {
         var response = response
         response.headers.set("X-Request-ID", requestID)
+        // Data that changes at any time: no cache may guess a freshness of its own (REDbot). With
+        // an ETag a cache may keep it and revalidate with If-None-Match; without one, keeping it
+        // is of no use.
+        if response.headers["cache-control"] == nil {
+            response.headers.set("Cache-Control", response.headers["etag"] == nil ? "no-store" : "no-cache")
+        }
         api.cors.decorate(&response, for: request)
         let seconds = Double(Exchange.now() - started) / 1e9
         api.metrics.record(route: route, method: request.method, status: response.status.code, seconds: seconds)
-        api.logger.info(
-            "request",
-            metadata: [
-                "method": "\(request.method)", "route": "\(route)", "status": "\(response.status.code)",
-                "duration_ms": "\(Double(Int(seconds * 100_000)) / 100)", "request_id": "\(requestID)",
-            ]
-        )
+        if api.logsRequests {
+            let (method, route, status, requestID) = (
+                Metrics.methodLabel(request.method), route, response.status.code, requestID
+            )
+            writer.log { line in
+                AccessLogLine.append(
+                    method: method, route: route, status: status, seconds: seconds, requestID: requestID, to: &line)
+            }
+        }
         return response
     }
 

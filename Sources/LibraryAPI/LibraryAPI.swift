@@ -1,5 +1,7 @@
 import HTTPServer
 import LibraryDomain
+import LibraryStorage
+import LiveEngine
 import Logging
 
 /// The REST API of libraries and books: the `HTTPResponder` the server calls for every request.
@@ -12,8 +14,13 @@ package final class LibraryAPI: HTTPResponder {
     let cors: CORS
     let logger: Logger
     let hub: LiveHub
+    /// Whether the logger's level lets `info` through: then every request gets an access-log line,
+    /// built as bytes and batched per event loop (`HTTPResponseWriter.log`), not through swift-log.
+    let logsRequests: Bool
     /// Request counts and latencies; gauges from other layers can be added.
     package let metrics = Metrics()
+    /// The database check behind `/healthz`, shared by concurrent health checks.
+    let healthProbe: HealthProbe
 
     package init(store: LibraryStore, hub: LiveHub, configuration: APIConfiguration, logger: Logger) {
         self.store = store
@@ -21,6 +28,8 @@ package final class LibraryAPI: HTTPResponder {
         self.configuration = configuration
         self.cors = CORS(configuration.corsOrigin)
         self.logger = logger
+        self.healthProbe = HealthProbe(store: store)
+        self.logsRequests = logger.logLevel <= .info
         reportMetrics()
     }
 
@@ -30,8 +39,26 @@ package final class LibraryAPI: HTTPResponder {
         metrics.addGauge("library_sse_subscribers", help: "Event-stream subscribers open now.") {
             counters.subscribers.load(ordering: .relaxed)
         }
+        metrics.addCounter(
+            "library_access_log_lines_dropped_total",
+            help: "Access-log lines dropped because the reader of stderr had no room for them."
+        ) {
+            LogSink.standardError.dropped.load(ordering: .relaxed)
+        }
         metrics.addCounter("library_sse_events_sent_total", help: "Events written to event streams since start.") {
             counters.events.load(ordering: .relaxed)
+        }
+        metrics.addGauge(
+            "library_live_lag_changes",
+            help: "Committed changes not yet published to subscribers (latest committed id minus latest published id)."
+        ) {
+            counters.lag
+        }
+        metrics.addCounter(
+            "library_live_changes_folded_total",
+            help: "Committed changes folded into later ones because the live side was behind the writer."
+        ) {
+            counters.folded.load(ordering: .relaxed)
         }
         metrics.addCounter(
             "library_sse_changes_coalesced_total",
@@ -39,20 +66,43 @@ package final class LibraryAPI: HTTPResponder {
         ) {
             counters.coalesced.load(ordering: .relaxed)
         }
+        let healthProbe = self.healthProbe
+        metrics.addCounter("library_health_probes_total", help: "Database probes run for /healthz since start.") {
+            healthProbe.probesStarted
+        }
+        metrics.addGauge("library_health_checks_waiting", help: "Health checks waiting for the probe under way.") {
+            healthProbe.waiting
+        }
         store.observeTransactions { [metrics] duration, writes in
             let (seconds, attoseconds) = duration.components
             metrics.recordTransaction(seconds: Double(seconds) + Double(attoseconds) * 1e-18, writes: writes)
         }
     }
 
-    /// Adds the server's open-connection count to `metrics`.
+    /// Adds the server's open-connection counts, in all and per event loop, to `metrics`.
     package func reportMetrics(of server: HTTPServer) {
         metrics.addGauge("library_http_open_connections", help: "Client connections open now.") {
             server.openConnections
         }
+        metrics.addGauge(
+            "library_http_loop_connections", help: "Client connections open now, per event loop.", label: "loop"
+        ) {
+            server.openConnectionsPerLoop
+        }
     }
 
     package func respond(to request: HTTPRequest, writer: HTTPResponseWriter) {
+        // `/healthz` says nothing a rebinding page could use, and probes (a container's
+        // HEALTHCHECK, a load balancer) may name the server by any address.
+        guard configuration.allowedHosts.permits(request.headers["host"]) || request.path == "/healthz" else {
+            let error = APIError(
+                HTTPStatus(421, "Misdirected Request"),
+                "misdirected-request",
+                "This server does not answer for the host named in the Host header (see --allowed-hosts)."
+            )
+            Exchange(request: request, writer: writer, api: self, route: "unmatched").fail(error)
+            return
+        }
         let route: Route
         do {
             route = try Route(path: request.path)
@@ -68,24 +118,57 @@ package final class LibraryAPI: HTTPResponder {
         }
     }
 
+    /// Answers from the head alone when route, method, token or media type already refuse the
+    /// request, so a client waiting for `100 Continue` does not upload a body that would be refused.
+    package func respondBeforeBody(to head: HTTPRequest, writer: HTTPResponseWriter) -> Bool {
+        let route: Route
+        do {
+            route = try Route(path: head.path)
+        } catch {
+            Exchange(request: head, writer: writer, api: self, route: "unmatched").fail(error)
+            return true
+        }
+        do {
+            try admit(route, head)
+            return false
+        } catch {
+            Exchange(request: head, writer: writer, api: self, route: route.template).fail(error)
+            return true
+        }
+    }
+
     package func errorResponse(status: HTTPStatus, detail: String) -> HTTPResponse {
         let type = status.reason.lowercased().split(separator: " ").joined(separator: "-")
         return APIError(status, type, detail).response
     }
 
-    private func handle(_ route: Route, _ exchange: Exchange) throws(APIError) {
-        let method = exchange.request.method
+    /// The checks the head alone decides: the method (405), the write or read token (401) and the
+    /// body's media type (415). Run for every request, and before the body of one sent with `Expect: 100-continue`.
+    private func admit(_ route: Route, _ request: HTTPRequest) throws(APIError) {
+        let method = request.method
         guard route.methods.contains(method) else {
             var error = APIError(
-                .methodNotAllowed, "method-not-allowed", "\(route.template) does not support \(method).")
+                .methodNotAllowed, "method-not-allowed", "\(route.template) does not support \(method.prefix(32)).")
             error.headers.set("Allow", route.methods.joined(separator: ", "))
             throw error
         }
+        switch (route, method) {
+        case (_, "OPTIONS"): break  // CORS preflights carry no credentials
+        case (_, "POST"), (_, "PUT"), (_, "PATCH"), (_, "DELETE"): try authorize(request)
+        case (.health, _), (.openAPI, _): break  // open to probes and tools, with no data in them
+        case (.libraryEvents, _), (.bookEvents, _): try authorizeRead(request, stream: true)
+        default: try authorizeRead(request, stream: false)
+        }
+        if ["POST", "PUT", "PATCH"].contains(method) {
+            try RequestBody.checkMediaType(of: request)
+        }
+    }
+
+    private func handle(_ route: Route, _ exchange: Exchange) throws(APIError) {
+        let method = exchange.request.method
+        try admit(route, exchange.request)
         if method == "OPTIONS" {
             return exchange.finish(cors.options(methods: route.methods, for: exchange.request))
-        }
-        if ["POST", "PUT", "PATCH", "DELETE"].contains(method) {
-            try authorize(exchange.request)
         }
         switch (route, method) {
         case (.libraries, "POST"): try createLibrary(exchange)

@@ -104,6 +104,14 @@ package final class Connection {
         }
     }
 
+    /// Runs `body` in a read transaction: every query in it sees the database as it was when the
+    /// first one ran (WAL snapshot isolation), whatever commits meanwhile.
+    package func readTransaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN DEFERRED")
+        defer { rollback() }
+        return try body()
+    }
+
     /// Whether a transaction is open. SQLite ends one by itself after some errors (a full disk,
     /// an I/O error), so callers that keep going after an error must check.
     package var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }

@@ -28,7 +28,11 @@ package protocol BatchedWrite: AnyObject, Sendable {
 /// run mostly off the writer (`Checkpointer`).
 package final class DatabasePool: Sendable {
     private let writer: Confined
-    private let readers: [Confined]
+    /// One reader per event loop (`readNow(lane:)`), so loops never wait for each other.
+    private let lanes: [Confined]
+    /// Readers for work handed off the loops (`read`): long reads such as a large library's
+    /// snapshot or a replay, which no loop must wait behind.
+    private let background: [Confined]
     private let next = Counter()
     private let pending = Mutex<(writes: [any BatchedWrite], scheduled: Bool)>(([], false))
     /// The most writes one transaction takes, which bounds how long the first of them waits.
@@ -37,12 +41,14 @@ package final class DatabasePool: Sendable {
     /// Nil for `:memory:`, which has no WAL.
     private let checkpointer: Checkpointer?
 
-    /// Opens the writer (running `prepare` on it first, e.g. migrations), then `readerCount` readers.
+    /// Opens the writer (running `prepare` on it first, e.g. migrations), then `laneCount` readers
+    /// for the event loops and `backgroundReaderCount` for work handed off them.
     /// A checkpoint starts when the WAL holds `checkpointPages` pages (`Checkpointer`).
     /// A `:memory:` database has no separate readers: reads share the writer's queue.
     package init(
         path: String,
-        readerCount: Int = 4,
+        laneCount: Int = 2,
+        backgroundReaderCount: Int = 2,
         busyTimeoutMilliseconds: Int32 = 5_000,
         checkpointPages: Int = 4_000,
         prepare: (Connection) throws -> Void = { _ in },
@@ -59,20 +65,25 @@ package final class DatabasePool: Sendable {
                 path: path, writer: writerConnection, busyTimeoutMilliseconds: busyTimeoutMilliseconds,
                 threshold: checkpointPages)
         writer = Confined(writerConnection, label: "sqlite.writer")
-        if path == ":memory:" || readerCount == 0 {
-            readers = [writer]
+        if path == ":memory:" {
+            lanes = [writer]
+            background = [writer]
         } else {
-            readers = try (0..<readerCount).map { index in
-                Confined(
-                    try Connection(path: path, role: .reader, busyTimeoutMilliseconds: busyTimeoutMilliseconds),
-                    label: "sqlite.reader.\(index)")
+            func open(_ count: Int, _ label: String) throws -> [Confined] {
+                try (0..<max(1, count)).map { index in
+                    Confined(
+                        try Connection(path: path, role: .reader, busyTimeoutMilliseconds: busyTimeoutMilliseconds),
+                        label: "sqlite.\(label).\(index)")
+                }
             }
+            lanes = try open(laneCount, "lane")
+            background = try open(backgroundReaderCount, "reader")
         }
     }
 
-    /// Runs `work` with a reader connection, on that connection's queue.
+    /// Runs `work` with a background reader connection, on that connection's queue.
     package func read(_ work: @escaping @Sendable (Connection) -> Void) {
-        let reader = readers.count == 1 ? readers[0] : readers[next.increment() % readers.count]
+        let reader = background.count == 1 ? background[0] : background[next.increment() % background.count]
         reader.async(work)
     }
 
@@ -82,7 +93,7 @@ package final class DatabasePool: Sendable {
     /// taken in turn.
     package func readNow<T>(lane: Int? = nil, _ work: (Connection) throws -> T) throws -> T {
         let index = lane ?? next.increment()
-        return try readers[index % readers.count].sync(work)
+        return try lanes[index % lanes.count].sync(work)
     }
 
     /// Runs `work` with the writer connection, on the writer's queue; writes are serialized.
@@ -178,7 +189,7 @@ package final class DatabasePool: Sendable {
     /// WAL stays beside the database and is replayed when it is next opened.
     @discardableResult
     package func close() -> (any Error)? {
-        for reader in readers where reader !== writer { reader.close() }
+        for reader in lanes + background where reader !== writer { reader.close() }
         checkpointer?.close()
         var failure: (any Error)?
         do {

@@ -9,6 +9,9 @@ struct Configuration: Sendable {
     var port = 8080
     var database = "./library.sqlite"
     var apiToken: String?
+    var readToken: String?
+    /// Host names a request may name in `Host`; nil takes the default for `host`.
+    var allowedHosts: [String]?
     var logLevel = Logger.Level.info
     var corsOrigin: String?
     var maxConnections = 19_000
@@ -51,7 +54,23 @@ struct Configuration: Sendable {
         Option(
             flag: "--api-token", variable: "LIBRARY_API_TOKEN", placeholder: "T",
             help: "require Authorization: Bearer T on every write", defaultText: "none: writes are open"
-        ) { $0.apiToken = $1.isEmpty ? nil : $1 },
+        ) { $0.apiToken = try token($1, "--api-token") },
+        Option(
+            flag: "--read-token", variable: "LIBRARY_READ_TOKEN", placeholder: "T",
+            help: "require Authorization: Bearer T (or the API token) on reads, streams and /metrics",
+            defaultText: "none: reads are open"
+        ) { $0.readToken = try token($1, "--read-token") },
+        Option(
+            flag: "--allowed-hosts", variable: "LIBRARY_ALLOWED_HOSTS", placeholder: "NAMES",
+            help: "host names requests may carry in Host, comma-separated (any port), or *",
+            defaultText: "the listen address, plus localhost, 127.0.0.1 and [::1] on loopback; any host on 0.0.0.0"
+        ) { (configuration: inout Configuration, text: String) throws in
+            let names = text.split(separator: ",").map { String($0.filter { !$0.isWhitespace }) }.filter { !$0.isEmpty }
+            guard !names.isEmpty else {
+                throw Failure(description: "--allowed-hosts needs at least one host name, or *")
+            }
+            configuration.allowedHosts = names
+        },
         Option(
             flag: "--log-level", variable: "LIBRARY_LOG_LEVEL", placeholder: "L",
             help: "trace, debug, info (one line per request), notice, warning, error or critical", defaultText: "info"
@@ -150,6 +169,14 @@ struct Configuration: Sendable {
                 + "ask the server on --host/--port for /healthz; exit 0 when it answers 200 (no curl needed)")
         lines.append("  -h, --help".padding(to: 28) + "show this help")
         return lines.joined(separator: "\n")
+    }
+
+    /// A token must not be empty: an empty `LIBRARY_API_TOKEN=` would otherwise turn auth off.
+    private static func token(_ text: String, _ flag: String) throws(Failure) -> String {
+        guard !text.isEmpty else {
+            throw Failure(description: "\(flag) must not be empty; leave it out to run without a token")
+        }
+        return text
     }
 
     private static func integer(_ text: String, _ flag: String, _ range: ClosedRange<Int>) throws(Failure) -> Int {

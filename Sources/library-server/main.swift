@@ -3,6 +3,8 @@ import Foundation
 import HTTPServer
 import LibraryAPI
 import LibraryDomain
+import LibraryStorage
+import LiveEngine
 import Logging
 
 // Signals are taken synchronously by this thread (sigwait), so they are blocked before any other
@@ -47,7 +49,8 @@ let logger = Logger(label: "library-server")
 
 let store: LibraryStore
 do {
-    store = try LibraryStore(path: configuration.database, history: configuration.history)
+    store = try LibraryStore(
+        path: configuration.database, lanes: HTTPServerConfiguration.coreCount, history: configuration.history)
 } catch {
     fail("cannot open database \(configuration.database): \(error)")
 }
@@ -59,7 +62,13 @@ let hub = LiveHub.start(store: store, heartbeatInterval: configuration.heartbeat
 let api = LibraryAPI(
     store: store,
     hub: hub,
-    configuration: APIConfiguration(apiToken: configuration.apiToken, corsOrigin: configuration.corsOrigin),
+    configuration: APIConfiguration(
+        apiToken: configuration.apiToken,
+        readToken: configuration.readToken,
+        corsOrigin: configuration.corsOrigin,
+        allowedHosts: configuration.allowedHosts.map { AllowedHosts($0) }
+            ?? AllowedHosts.defaults(listenHost: configuration.host)
+    ),
     logger: logger
 )
 var serverConfiguration = HTTPServerConfiguration()
@@ -68,6 +77,14 @@ serverConfiguration.port = configuration.port
 serverConfiguration.maxConnections = configuration.maxConnections
 let server = HTTPServer(configuration: serverConfiguration, responder: api)
 api.reportMetrics(of: server)
+if server.maxConnections < configuration.maxConnections {
+    logger.warning(
+        "max-connections lowered to fit the open-file limit (ulimit -n)",
+        metadata: [
+            "max_connections": "\(server.maxConnections)", "requested": "\(configuration.maxConnections)",
+            "open_file_limit": "\(server.descriptorLimit)",
+        ])
+}
 
 let port: Int
 do {

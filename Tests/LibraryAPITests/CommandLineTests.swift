@@ -48,6 +48,19 @@ import Testing
         #expect(fromEnvironment.stderr.contains("LIBRARY_PORT"))
     }
 
+    @Test func emptyTokens_AreRefusedWithOneLine() throws {
+        let refused: [([String], [String: String])] = [
+            ([], ["LIBRARY_API_TOKEN": ""]), (["--api-token="], [:]), (["--api-token", ""], [:]),
+            ([], ["LIBRARY_READ_TOKEN": ""]), (["--read-token="], [:]), (["--allowed-hosts", " , "], [:]),
+        ]
+        for (arguments, environment) in refused {
+            let result = try run(["--port", "0", "--database", ":memory:"] + arguments, environment: environment)
+            #expect(result.status != 0, "\(arguments) \(environment)")
+            #expect(result.stderr.split(separator: "\n").count == 1, "\(arguments) \(environment): \(result.stderr)")
+            #expect(result.stdout.isEmpty)
+        }
+    }
+
     @Test func unopenableDatabase_IsOneLineAndANonZeroExit() throws {
         try withTemporaryFile { path in
             try Data(repeating: 0x41, count: 8192).write(to: URL(fileURLWithPath: path))
@@ -66,6 +79,7 @@ import Testing
         for variable in [
             "LIBRARY_HOST", "LIBRARY_PORT", "LIBRARY_DATABASE", "LIBRARY_API_TOKEN", "LIBRARY_LOG_LEVEL",
             "LIBRARY_CORS_ORIGIN", "LIBRARY_MAX_CONNECTIONS", "LIBRARY_HEARTBEAT_INTERVAL", "LIBRARY_HISTORY",
+            "LIBRARY_READ_TOKEN", "LIBRARY_ALLOWED_HOSTS",
         ] {
             #expect(result.stdout.contains(variable), "\(variable)")
         }
@@ -92,7 +106,13 @@ import Testing
         let port = try #require(
             Int(line.split(separator: ":").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""))
         #expect(port > 1)
-        #expect(try TestConnection(port: port).request("GET", "/healthz").status == 200)
+        #expect(try TestConnection(port: port).request("GET", "/books").status == 421, "Host: test is not allowed")
+        for (host, status) in [("127.0.0.1:\(port)", 200), ("localhost", 200), ("[::1]:1", 200), ("evil.example", 421)]
+        {
+            let connection = try TestConnection(port: port)
+            try connection.send("GET /books HTTP/1.1\r\nHost: \(host)\r\n\r\n")
+            #expect(try connection.readResponse().status == status, "Host: \(host)")
+        }
         process.terminate()  // SIGTERM
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)

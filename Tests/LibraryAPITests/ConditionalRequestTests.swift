@@ -16,6 +16,10 @@ import Testing
         (#""1"  "2""#, 400),
         (#""unterminated"#, 400),
         (#"*, "1""#, 400),
+        (#""+1""#, 412),  // strong comparison is exact text, not numeric
+        (#""01""#, 412),
+        (#""1.0""#, 412),
+        (#""+1", "1""#, 200),
     ])
     func ifMatch_FollowsTheEntityTagGrammar(header: String, status: Int) throws {
         let live = try LiveServer()
@@ -32,6 +36,8 @@ import Testing
         #expect(
             try live.request("GET", "/libraries/\(library)", headers: ["If-None-Match": #""a,1", "1""#]).status == 304)
         #expect(try live.request("GET", "/libraries/\(library)", headers: ["If-None-Match": #""2""#]).status == 200)
+        #expect(try live.request("GET", "/libraries/\(library)", headers: ["If-None-Match": #""+1""#]).status == 200)
+        #expect(try live.request("GET", "/libraries/\(library)", headers: ["If-None-Match": #"W/"01""#]).status == 200)
         #expect(try live.request("GET", "/libraries/\(library)", headers: ["If-None-Match": "1"]).status == 400)
     }
 

@@ -65,6 +65,16 @@ import Testing
             try live.request(
                 "POST", "/libraries", headers: ["Content-Type": "application/x-www-form-urlencoded"], body: "name=x"),
             415)
+        // Without Content-Type a browser page could send it cross-origin with no preflight.
+        var connection = try live.connect()
+        try connection.send("POST /libraries HTTP/1.1\r\nHost: test\r\nContent-Length: 12\r\n\r\n{\"name\":\"x\"}")
+        problem(try connection.readResponse(), 415)
+        connection = try live.connect()
+        try connection.send(
+            "PATCH /libraries/3f2a9c1e-8b4d-4e6f-9a1b-2c3d4e5f6a7b HTTP/1.1\r\nHost: test\r\nContent-Length: 2\r\n\r\n{}"
+        )
+        problem(try connection.readResponse(), 415)
+        #expect((try live.request("GET", "/libraries").json["items"] as? [Any])?.isEmpty == true)
     }
 
     @Test func invalidValues_Are422WithFieldErrors() throws {
@@ -90,6 +100,21 @@ import Testing
         problem(try live.request("PATCH", "/libraries/\(library)", body: #"{"name":null}"#), 422)
         problem(try live.request("POST", "/libraries", body: "[1,2]"), 422)
         #expect(try live.request("GET", "/libraries/\(library)").json["name"] as? String == "Central")
+    }
+
+    @Test func manyUnknownMembers_AreA422OfBoundedSize() throws {
+        let members = (0..<60_000).map { #""m\#($0)":0"# }.joined(separator: ",")
+        let body = #"{"name":"x","# + members + "}"
+        let response = try live.request("POST", "/libraries", body: body)
+        let json = problem(response, 422)
+        #expect((json["errors"] as? [[String: String]])?.count == 20)
+        #expect(json["errorsOmitted"] as? Int == 59_980)
+        #expect((json["detail"] as? String)?.hasSuffix("and 59980 more.") == true)
+        #expect(response.body.count < 4_000)
+        let longName = #"{"name":"x",""# + String(repeating: "k", count: 500_000) + #"":1}"#
+        let long = try live.request("POST", "/libraries", body: longName)
+        problem(long, 422)
+        #expect(long.body.count < 1_000)
     }
 
     @Test func oversizedHead_Is431() throws {

@@ -2,6 +2,8 @@ import Foundation
 import HTTPServer
 import LibraryAPI
 import LibraryDomain
+import LibraryStorage
+import LiveEngine
 import Logging
 import TestSupport
 
@@ -16,17 +18,22 @@ final class LiveServer {
     init(
         path: String = ":memory:",
         token: String? = nil,
+        readToken: String? = nil,
         cors: String? = nil,
+        allowedHosts: [String]? = nil,
         busyTimeoutMilliseconds: Int32 = 5_000,
         history: Int = 10_000,
-        heartbeatInterval: Double = 15
+        heartbeatInterval: Double = 15,
+        inboxCapacity: Int = 4_096
     ) throws {
-        store = try LibraryStore(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds, history: history)
-        hub = LiveHub.start(store: store, heartbeatInterval: heartbeatInterval)
+        store = try LibraryStore(
+            path: path, lanes: 2, busyTimeoutMilliseconds: busyTimeoutMilliseconds, history: history)
+        hub = LiveHub.start(store: store, heartbeatInterval: heartbeatInterval, inboxCapacity: inboxCapacity)
         let api = LibraryAPI(
             store: store,
             hub: hub,
-            configuration: APIConfiguration(apiToken: token, corsOrigin: cors),
+            configuration: APIConfiguration(
+                apiToken: token, readToken: readToken, corsOrigin: cors, allowedHosts: AllowedHosts(allowedHosts)),
             logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         )
         var configuration = HTTPServerConfiguration()

@@ -1,4 +1,5 @@
 import Foundation
+import SQLite
 import TestSupport
 import Testing
 
@@ -33,6 +34,59 @@ import Testing
         let metrics = try live.request("GET", "/metrics")
         #expect(metrics.text.contains(#"library_http_requests_total{route="/books",method="GET",status="200"} 20"#))
         #expect(metrics.text.contains(#"library_http_request_duration_seconds_count{route="/books"} 20"#))
+    }
+
+    @Test func metricsLabels_NeverCarryClientText() throws {
+        let live = try LiveServer()
+        for index in 0..<30 {
+            let method = "INVENTED\(index)" + String(repeating: "X", count: 1_000)
+            #expect(try live.request(method, "/books").status == 405)
+            #expect(try live.request(method, "/no/such/route/\(index)").status == 404)
+        }
+        let metrics = try live.request("GET", "/metrics").text
+        #expect(!metrics.contains("INVENTED"))
+        #expect(!metrics.contains("/no/such"))
+        #expect(metrics.contains(#"library_http_requests_total{route="/books",method="OTHER",status="405"} 30"#))
+        #expect(metrics.contains(#"library_http_requests_total{route="unmatched",method="OTHER",status="404"} 30"#))
+        #expect(metrics.utf8.count < 20_000)
+    }
+
+    /// REDbot's finding: without Cache-Control, caches may pick a freshness of their own for data
+    /// that changes at any time.
+    @Test func responses_SayHowTheyMayBeCached() throws {
+        let live = try LiveServer()
+        let library = try live.createLibrary()
+        #expect(try live.request("GET", "/libraries/\(library)").header("cache-control") == "no-cache")
+        let notModified = try live.request("GET", "/libraries/\(library)", headers: ["If-None-Match": #""1""#])
+        #expect(notModified.status == 304)
+        #expect(notModified.header("cache-control") == "no-cache")
+        for path in ["/libraries", "/libraries/\(library)/books", "/books", "/openapi.yaml", "/healthz", "/metrics"] {
+            #expect(try live.request("GET", path).header("cache-control") == "no-store", "\(path)")
+        }
+        #expect(try live.events("/libraries/\(library)/events").head.header("cache-control") == "no-store")
+    }
+
+    @Test func concurrentHealthChecks_ShareOneWriteLockProbe() throws {
+        try withTemporaryFile { path in
+            let live = try LiveServer(path: path, busyTimeoutMilliseconds: 10_000)
+            let blocker = try Connection(path: path)
+            try blocker.execute("BEGIN IMMEDIATE")  // the first probe waits for the write lock
+            let checks = try (0..<40).map { _ in try live.connect() }
+            for check in checks { try check.send("GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n") }
+            let deadline = Date().addingTimeInterval(10)
+            var metrics = ""
+            while Date() < deadline {
+                metrics = try live.request("GET", "/metrics").text
+                if metrics.contains("library_health_checks_waiting 40\n") { break }
+                usleep(10_000)
+            }
+            try blocker.execute("ROLLBACK")
+            for check in checks { #expect(try check.readResponse().status == 200) }
+            metrics = try live.request("GET", "/metrics").text
+            #expect(metrics.contains("library_health_probes_total 1\n"), "one probe for 40 concurrent checks")
+            #expect(try live.request("GET", "/healthz").status == 200)
+            #expect(try live.request("GET", "/metrics").text.contains("library_health_probes_total 2\n"))
+        }
     }
 
     @Test func writes_NeedTheTokenWhenOneIsConfigured() throws {

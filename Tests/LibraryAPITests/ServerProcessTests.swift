@@ -12,7 +12,8 @@ import Testing
 
         init(_ arguments: [String]) throws {
             process.executableURL = CommandLineTests.binary
-            process.arguments = ["--port", "0"] + arguments
+            // TestConnection sends `Host: test`.
+            process.arguments = ["--port", "0", "--allowed-hosts", "test"] + arguments
             process.environment = [:]
             let out = Pipe()
             process.standardOutput = out
@@ -53,7 +54,7 @@ import Testing
             let body = #"{"name":"In flight"}"#
             let inFlight = try TestConnection(port: server.port)
             try inFlight.send(
-                "POST /libraries HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                "POST /libraries HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
                     + "Content-Length: \(body.utf8.count)\r\n\r\n" + body.prefix(5))
             usleep(200_000)
             server.process.terminate()
@@ -95,6 +96,26 @@ import Testing
         }
         #expect(lines.last?.contains("request_id=\(generated ?? "?")") == true)
         #expect(log.contains("applied migration"), "startup migrations are logged")
+    }
+
+    @Test func readToken_NeverShowsInTheLog() throws {
+        let server = try ServerProcess(["--database", ":memory:", "--log-level", "trace", "--read-token", "sekrit-r"])
+        let library = try #require(
+            try TestConnection(port: server.port).request("POST", "/libraries", body: #"{"name":"x"}"#).json["id"]
+                as? String)
+        let stream = try TestConnection(port: server.port)
+        try stream.send("GET /libraries/\(library)/events?access_token=sekrit-r HTTP/1.1\r\nHost: test\r\n\r\n")
+        #expect(try stream.readHead().status == 200)
+        let refused = try TestConnection(port: server.port).request("GET", "/libraries?access_token=sekrit-x")
+        #expect(refused.status == 401)
+        #expect(!refused.text.contains("sekrit"))
+        let header = try TestConnection(port: server.port).request(
+            "GET", "/libraries", headers: ["Authorization": "Bearer sekrit-y"])
+        #expect(header.status == 401)
+        #expect(!header.text.contains("sekrit"))
+        let log = server.stop().log
+        #expect(log.contains(" request "), "requests are logged at this level")
+        #expect(!log.contains("sekrit"))
     }
 
     @Test func checkHealth_ExitsZeroOnlyWhenTheServerAnswers() throws {

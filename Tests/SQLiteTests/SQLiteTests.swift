@@ -149,7 +149,7 @@ func withTemporaryDirectory(_ body: (String) throws -> Void) throws {
 @Suite struct DatabasePoolTests {
     @Test func readers_SeeWritesCommittedByTheWriter() throws {
         try withTemporaryDirectory { directory in
-            let pool = try DatabasePool(path: directory + "/pool.sqlite", readerCount: 2) {
+            let pool = try DatabasePool(path: directory + "/pool.sqlite", laneCount: 1, backgroundReaderCount: 1) {
                 try $0.execute("CREATE TABLE t (x INTEGER)")
             }
             defer { pool.close() }
@@ -172,7 +172,7 @@ func withTemporaryDirectory(_ body: (String) throws -> Void) throws {
     @Test func theWALIsCheckpointedAndStartsOverUnderSustainedWrites() throws {
         try withTemporaryDirectory { directory in
             let path = directory + "/wal.sqlite"
-            let pool = try DatabasePool(path: path, readerCount: 1, checkpointPages: 200) {
+            let pool = try DatabasePool(path: path, laneCount: 1, backgroundReaderCount: 1, checkpointPages: 200) {
                 try $0.execute("CREATE TABLE t (x BLOB)")
             }
             @Sendable func commit() throws {

@@ -15,7 +15,6 @@ static inline uint32_t csys_epollet(void) { return EPOLLET; }
 static inline uint32_t csys_epollrdhup(void) { return EPOLLRDHUP; }
 static inline uint32_t csys_epollerr(void) { return EPOLLERR; }
 static inline uint32_t csys_epollhup(void) { return EPOLLHUP; }
-static inline uint32_t csys_epollexclusive(void) { return EPOLLEXCLUSIVE; }
 static inline int csys_sock_stream(void) { return SOCK_STREAM; }
 static inline int csys_sock_nonblock_cloexec(void) { return SOCK_NONBLOCK | SOCK_CLOEXEC; }
 static inline int csys_efd_flags(void) { return EFD_NONBLOCK | EFD_CLOEXEC; }

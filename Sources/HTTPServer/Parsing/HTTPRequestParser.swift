@@ -9,8 +9,10 @@ package struct HTTPRequestParser: Sendable {
     package enum Event: Sendable {
         /// More bytes are needed.
         case needMore
-        /// The head is complete, a body follows, and the client waits for `100 Continue`.
-        case expectsContinue
+        /// The head of an HTTP/1.1 request with `Expect: 100-continue` is complete and a body follows:
+        /// the server may judge the head (`request`, without its body) before the client sends the
+        /// body. Nothing of the body has been consumed yet.
+        case expectsContinue(HTTPRequest)
         /// A complete request.
         case request(HTTPRequest)
     }
@@ -59,8 +61,9 @@ package struct HTTPRequestParser: Sendable {
                 case .chunked:
                     state = .chunkSize
                 }
-                if request.headers["expect"] != nil, index == buffer.count {
-                    return .expectsContinue
+                // RFC 9110 §10.1.1: an HTTP/1.0 request's expectation is ignored.
+                if request.version == .http1_1, request.headers["expect"] != nil {
+                    return .expectsContinue(request)
                 }
             case .body(let remaining):
                 let available = min(remaining, buffer.count - index)

@@ -31,8 +31,13 @@ final class EventLoop: @unchecked Sendable {  // handler state is touched only o
     private let stopped = Mutex(false)
     private let stoppedCondition = Condition()
 
+    /// Client connections this loop serves now.
+    let openConnections = Atomic<Int>(0)
+
     /// Reused by connections of this loop for reads, so each connection needs no read buffer of its own.
     var scratch = [UInt8](repeating: 0, count: 64 * 1024)
+    /// Access-log lines of this turn, written to stderr when the turn ends. Loop thread only.
+    var logBuffer = LogBuffer()
     /// The `Date` header for this second, cached.
     private(set) var dateHeader = HTTPDate()
 
@@ -86,6 +91,19 @@ final class EventLoop: @unchecked Sendable {  // handler state is touched only o
         if Int(fd) < handlers.count { handlers[Int(fd)] = nil }
     }
 
+    /// Stops waiting for events of `fd` and keeps its handler (which still gets `tick`). Loop thread only.
+    func unwatch(_ fd: Int32) {
+        epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nil)
+    }
+
+    /// Waits for events of `fd` again after `unwatch`. Loop thread only.
+    func watch(_ fd: Int32, events: UInt32) {
+        var event = epoll_event()
+        event.events = events
+        event.data.fd = fd
+        epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event)
+    }
+
     /// The handler registered for `fd`. Loop thread only.
     func handler(for fd: Int32) -> (any EventHandler)? {
         Int(fd) < handlers.count ? handlers[Int(fd)] : nil
@@ -129,6 +147,7 @@ final class EventLoop: @unchecked Sendable {  // handler state is touched only o
                 dateHeader.refresh()
                 for handler in activeHandlers { handler.tick(now: now) }
             }
+            if !logBuffer.isEmpty { logBuffer.flush(to: .standardError) }
         }
         stopped.withLock { $0 = true }
         stoppedCondition.signal()

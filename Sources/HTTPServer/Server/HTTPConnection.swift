@@ -32,24 +32,47 @@ final class HTTPConnection: EventHandler {
 
     private enum Deadline {
         case none
-        /// Waiting for the next request on a kept-alive connection.
+        /// Waiting for the next request on a kept-alive connection. Blank lines before a request do
+        /// not move it (RFC 9112 §2.2 lets a server skip them, not count them as activity).
         case idle(UInt64)
         /// A request has started arriving and must be complete by then.
         case request(UInt64)
-        /// Output is waiting for the client to read it.
+        /// Output is waiting for the client to read it; moved on whenever the kernel takes bytes,
+        /// so only a client that reads nothing for the write timeout is dropped.
         case write(UInt64)
         /// A lingering close ends by then at the latest.
         case linger(UInt64)
     }
 
+    /// What happens once the output has all been sent.
+    private enum AfterFlush {
+        case stayOpen
+        case close
+        /// Shut down our side, drain what the client still sends for a moment, then close: after
+        /// an error answered before its request was read in full.
+        case lingerThenClose
+    }
+
+    /// How far the client's side of the connection has got.
+    private enum Inbound: Equatable {
+        /// Reading as bytes arrive.
+        case open
+        /// Reading stopped at `maxBufferedInput` before the socket was drained; it resumes once the
+        /// buffered requests are answered. `hangUp`: the client's end of stream is still to be read.
+        case paused(hangUp: Bool)
+        /// The client shut down its sending side. Every request it sent in full is still answered
+        /// (a half-close after pipelined requests is a normal end), then the connection closes.
+        case ended
+    }
+
     private var phase = Phase.reading
     private var deadline = Deadline.none
-    private var closeWhenFlushed = false
-    private var lingerOnClose = false
-    private var peerClosed = false
-    /// Reading stopped at `maxBufferedInput` before the socket was drained; resume once answered.
-    private var inputPaused = false
+    private var afterFlush = AfterFlush.stayOpen
+    private var inbound = Inbound.open
+    /// The server is stopping: answer what is in flight, take no new request.
     private var draining = false
+    /// `processInput` is on the stack; a response sent synchronously from the responder must not
+    /// parse the next request from inside it.
     private var processing = false
     private var onStreamClose: (@Sendable () -> Void)?
     private var streamProgress: StreamProgress?
@@ -127,12 +150,10 @@ final class HTTPConnection: EventHandler {
         switch phase {
         case .reading:
             processInput()
-        case .streaming where peerClosed, .lingering where peerClosed:
+        case .streaming where inbound == .ended, .lingering where inbound == .ended:
             close()
-        case .responding where peerClosed:
-            closeWhenFlushed = true
         default:
-            break
+            break  // responding: requests that follow are answered after this one, even after a half-close
         }
     }
 
@@ -143,7 +164,7 @@ final class HTTPConnection: EventHandler {
             if input.count - inputIndex > server.maxBufferedInput {
                 // A client sending far ahead of our answers waits (the kernel buffer holds it back);
                 // processInput reads on once the buffered requests are answered.
-                inputPaused = true
+                inbound = .paused(hangUp: toEndOfStream)
                 return true
             }
             let count = loop.scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, scratchSize, 0) }
@@ -157,7 +178,7 @@ final class HTTPConnection: EventHandler {
                 // A short read drained the socket; the next bytes raise a new edge.
                 if count < scratchSize && !toEndOfStream { return true }
             } else if count == 0 {
-                peerClosed = true
+                inbound = .ended
                 return true
             } else if errno == EINTR {
                 continue
@@ -185,18 +206,19 @@ final class HTTPConnection: EventHandler {
             switch event {
             case .needMore:
                 compactInput()
-                if inputPaused {
-                    inputPaused = false
+                if case .paused(let hangUp) = inbound {
+                    inbound = .open
                     let buffered = input.count
-                    guard receive(toEndOfStream: false) else { return }
+                    guard receive(toEndOfStream: hangUp) else { return }
                     if input.count > buffered { continue }
                 }
-                if peerClosed {
-                    close()
+                if inbound == .ended {
+                    close()  // every request received in full has been answered
                 } else if parser.isIdle && inputIndex == input.count {
                     if draining {
                         close()
-                    } else {
+                    } else if case .none = deadline {
+                        // A response has just been sent. Blank lines alone keep the deadline as it is.
                         deadline = .idle(monotonicMilliseconds() + server.configuration.idleTimeout)
                     }
                 } else if case .request = deadline {
@@ -205,9 +227,13 @@ final class HTTPConnection: EventHandler {
                     deadline = .request(monotonicMilliseconds() + server.configuration.requestTimeout)
                 }
                 return
-            case .expectsContinue:
-                output.append(contentsOf: "HTTP/1.1 100 Continue\r\n\r\n".utf8)
-                flush()
+            case .expectsContinue(let head):
+                if answeredBeforeBody(head) { return }
+                // A client that already sends its body is not waiting (RFC 9110 §10.1.1).
+                if inputIndex == input.count {
+                    output.append(contentsOf: "HTTP/1.1 100 Continue\r\n\r\n".utf8)
+                    flush()
+                }
             case .request(let request):
                 deadline = .none
                 phase = .responding(
@@ -230,11 +256,27 @@ final class HTTPConnection: EventHandler {
         }
     }
 
+    /// Lets the responder judge a head before the client sends the body it holds back for
+    /// `100 Continue`. When it answers (a 401, 404, 405 or 415, say), the body is never read: the
+    /// connection closes after the answer. Returns whether it answered.
+    private func answeredBeforeBody(_ head: HTTPRequest) -> Bool {
+        phase = .responding(isHead: head.method == "HEAD", keepAlive: false, version: head.version)
+        afterFlush = .lingerThenClose
+        let requestDeadline = deadline
+        deadline = .none  // an answer sent at once sets the linger deadline; the responder always answers
+        let writer = HTTPResponseWriter(loop: loop, fd: fd, connectionID: id)
+        if server.responder.respondBeforeBody(to: head, writer: writer) { return true }
+        phase = .reading
+        afterFlush = .stayOpen
+        deadline = requestDeadline
+        return false
+    }
+
     /// Answers a request the server cannot take, then closes.
     private func fail(_ error: HTTPParseError) {
         guard case .reading = phase else { return close() }
         phase = .responding(isHead: false, keepAlive: false, version: .http1_1)
-        lingerOnClose = true
+        afterFlush = .lingerThenClose
         respond(server.responder.errorResponse(status: error.status, detail: error.detail))
     }
 
@@ -243,12 +285,12 @@ final class HTTPConnection: EventHandler {
     /// Sends the response to the request in flight.
     func respond(_ response: HTTPResponse) {
         guard case .responding(let isHead, let requestKeepAlive, let version) = phase else { return }
-        let keepAlive = requestKeepAlive && !draining && !closeWhenFlushed
+        let keepAlive = requestKeepAlive && !draining && afterFlush == .stayOpen
         writeHead(response, version: version, keepAlive: keepAlive, contentLength: response.body.count)
         if !isHead && !response.status.forbidsBody {
             output.append(contentsOf: response.body)
         }
-        if !keepAlive { closeWhenFlushed = true }
+        if !keepAlive && afterFlush == .stayOpen { afterFlush = .close }
         phase = .reading
         flush()
         if case .reading = phase, !hasPendingOutput { processInput() }
@@ -273,7 +315,7 @@ final class HTTPConnection: EventHandler {
 
     func writeStream(_ bytes: [UInt8]) {
         streamWrites += 1
-        guard case .streaming(let chunked) = phase, !closeWhenFlushed, !bytes.isEmpty else { return }
+        guard case .streaming(let chunked) = phase, afterFlush == .stayOpen, !bytes.isEmpty else { return }
         if hasPendingOutput && output.count - outputIndex > server.configuration.maxStreamBacklog {
             return close()  // the client stopped reading; it can reconnect and resume
         }
@@ -290,15 +332,20 @@ final class HTTPConnection: EventHandler {
         flush()
     }
 
+    func setSendBuffer(_ bytes: Int) {
+        var size = Int32(clamping: bytes)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+
     func whenStreamDrained(_ callback: @escaping @Sendable () -> Void) {
         guard case .streaming = phase else { return }
         if hasPendingOutput { drainCallbacks.append(callback) } else { callback() }
     }
 
     func finishStream() {
-        guard case .streaming(let chunked) = phase, !closeWhenFlushed else { return }
+        guard case .streaming(let chunked) = phase, afterFlush == .stayOpen else { return }
         if chunked { output.append(contentsOf: "0\r\n\r\n".utf8) }
-        closeWhenFlushed = true
+        afterFlush = .close
         flush()
     }
 
@@ -340,6 +387,7 @@ final class HTTPConnection: EventHandler {
     }
 
     private func flush() {
+        var progressed = false
         while hasPendingOutput {
             let remaining = output.count - outputIndex
             let sent = output.withUnsafeBytes {
@@ -347,10 +395,12 @@ final class HTTPConnection: EventHandler {
             }
             if sent > 0 {
                 outputIndex += sent
+                progressed = true
             } else if sent < 0 && errno == EINTR {
                 continue
             } else if sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
-                if case .write = deadline {
+                // An inactivity timeout: it runs from the last time the client took any bytes.
+                if case .write = deadline, !progressed {
                 } else {
                     deadline = .write(monotonicMilliseconds() + server.configuration.writeTimeout)
                 }
@@ -371,18 +421,19 @@ final class HTTPConnection: EventHandler {
                 callbacks.forEach { $0() }
             }
         }
-        if closeWhenFlushed {
-            if lingerOnClose && !peerClosed {
-                lingerOnClose = false
-                phase = .lingering
-                input = []
-                inputIndex = 0
-                deadline = .linger(monotonicMilliseconds() + 2_000)
-                shutdown(fd, Int32(SHUT_WR))
-                readAvailable()
-            } else {
-                close()
-            }
+        switch afterFlush {
+        case .stayOpen:
+            break
+        case .lingerThenClose where inbound != .ended:
+            afterFlush = .close
+            phase = .lingering
+            input = []
+            inputIndex = 0
+            deadline = .linger(monotonicMilliseconds() + 2_000)
+            shutdown(fd, Int32(SHUT_WR))
+            readAvailable()
+        case .close, .lingerThenClose:
+            close()
         }
     }
 
@@ -391,7 +442,7 @@ final class HTTPConnection: EventHandler {
         phase = .closed
         loop.deregister(fd)
         Glibc.close(fd)
-        server.connectionClosed()
+        server.connectionClosed(on: loop)
         input = []
         output = []
         drainCallbacks = []

@@ -19,6 +19,19 @@ package struct HTTPResponseWriter: Sendable {
         }
     }
 
+    /// Logs one line, `<timestamp> ` then what `appendRest` writes, to stderr: into the loop's
+    /// buffer, written once per loop turn (dropped and counted in `LogSink.dropped` when stderr's
+    /// reader has no room). Off the loop thread the line is written at once.
+    package func log(_ appendRest: (inout [UInt8]) -> Void) {
+        if loop.isCurrent {
+            loop.logBuffer.append(to: .standardError, appendRest)
+        } else {
+            var buffer = LogBuffer(capacity: 256)
+            buffer.append(to: .standardError, appendRest)
+            buffer.flush(to: .standardError)
+        }
+    }
+
     /// Runs `body` on the connection's event-loop thread: at once when called there, else soon.
     package func onLoop(_ body: @escaping @Sendable () -> Void) {
         if loop.isCurrent { body() } else { loop.execute(body) }
@@ -63,6 +76,13 @@ package struct HTTPStream: Sendable {
     /// Never called if the stream ends first.
     package func whenDrained(_ callback: @escaping @Sendable () -> Void) {
         run { $0.whenStreamDrained(callback) }
+    }
+
+    /// Sets the socket's send buffer. Streams start with a small one, so a reader that stops
+    /// reading shows at once as a backlog; one large write (a big snapshot) goes much faster with a
+    /// large one: on loopback, writes smaller than a segment wait for delayed acknowledgements.
+    package func setSendBuffer(_ bytes: Int) {
+        run { $0.setSendBuffer(bytes) }
     }
 
     /// Ends the stream and closes the connection once everything written has been sent.

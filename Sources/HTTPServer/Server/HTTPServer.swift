@@ -6,11 +6,23 @@ import Synchronization
 package final class HTTPServer: Sendable {
     private let context: ServerContext
     private let loops: [EventLoop]
-    private let listenerFD = Mutex<Int32?>(nil)
+    private let listenerFDs = Mutex<[Int32]>([])
     private let round = Atomic<Int>(0)
     private let loopsStarted = Mutex(false)
 
+    /// Open connections past which new ones get a 503: the configured cap, or fewer when the
+    /// open-file limit (its soft value raised to the hard one) could not hold that many.
+    package let maxConnections: Int
+    /// The open-file limit in force (`RLIMIT_NOFILE`).
+    package let descriptorLimit: Int
+
     package init(configuration: HTTPServerConfiguration, responder: any HTTPResponder) {
+        // A cap the open-file limit cannot hold would end in accept failing with EMFILE; refusing
+        // with a 503 at the cap is the better answer.
+        descriptorLimit = Socket.raiseDescriptorLimit()
+        var configuration = configuration
+        configuration.maxConnections = configuration.connectionCap(descriptorLimit: descriptorLimit)
+        maxConnections = configuration.maxConnections
         context = ServerContext(responder: responder, configuration: configuration)
         loops = (0..<max(1, configuration.loopCount)).map { _ in EventLoop() }
     }
@@ -18,19 +30,34 @@ package final class HTTPServer: Sendable {
     /// Connections open now.
     package var openConnections: Int { context.openConnections.load(ordering: .relaxed) }
 
+    /// Connections open now on each event loop, by loop index.
+    package var openConnectionsPerLoop: [Int] { loops.map { $0.openConnections.load(ordering: .relaxed) } }
+
     /// Starts the loops, then binds and listens; returns the port bound.
+    ///
+    /// Each loop gets a listening socket of its own on the same port (`SO_REUSEPORT`), and the
+    /// kernel spreads connections over them by their addresses. One socket shared by every loop
+    /// let whichever loop woke first accept a whole burst, so one client's connections often all
+    /// landed on one loop while the other idled.
     @discardableResult
     package func start() throws(SocketError) -> Int {
         Socket.prepareProcess()
-        let (fd, port) = try Socket.listen(host: context.configuration.host, port: context.configuration.port)
-        listenerFD.withLock { $0 = fd }
-        startLoops()
-        for loop in loops {
-            let context = context
-            loop.execute {
-                loop.register(
-                    fd, Listener(fd: fd, loop: loop, server: context), events: csys_epollin() | csys_epollexclusive())
+        let host = context.configuration.host
+        let (first, port) = try Socket.listen(host: host, port: context.configuration.port, reusePort: true)
+        var fds = [first]
+        while fds.count < loops.count {
+            do {
+                fds.append(try Socket.listen(host: host, port: port, reusePort: true).fd)
+            } catch {
+                fds.forEach { close($0) }
+                throw error
             }
+        }
+        listenerFDs.withLock { $0 = fds }
+        startLoops()
+        for (loop, fd) in zip(loops, fds) {
+            let context = context
+            loop.execute { loop.register(fd, Listener(fd: fd, loop: loop, server: context), events: Listener.events) }
         }
         return port
     }
@@ -70,9 +97,9 @@ package final class HTTPServer: Sendable {
         }
         loops.forEach { $0.stop() }
         loops.forEach { $0.waitUntilStopped() }
-        listenerFD.withLock { fd in
-            if let descriptor = fd { close(descriptor) }
-            fd = nil
+        listenerFDs.withLock { fds in
+            fds.forEach { close($0) }
+            fds = []
         }
     }
 }

@@ -7,6 +7,9 @@ package struct HTTPServerConfiguration: Sendable {
     package var loopCount = HTTPServerConfiguration.coreCount
     /// Open connections past which new ones get a 503 and are closed.
     package var maxConnections = 19_000
+    /// Open files the process needs besides its connections and the loops' own (standard streams,
+    /// the database's files, logs): kept free when `maxConnections` is fitted to the open-file limit.
+    package var reservedDescriptors = 64
     /// Milliseconds a kept-alive connection may sit idle between requests.
     package var idleTimeout: UInt64 = 60_000
     /// Milliseconds from a request's first byte until it must be complete (slowloris defence).
@@ -20,6 +23,13 @@ package struct HTTPServerConfiguration: Sendable {
     package var limits = HTTPParserLimits()
 
     package init() {}
+
+    /// `maxConnections`, lowered when `descriptorLimit` open files could not hold that many
+    /// connections besides the reserve and each loop's epoll, eventfd and spare descriptor.
+    package func connectionCap(descriptorLimit: Int) -> Int {
+        let available = descriptorLimit - reservedDescriptors - 3 * max(1, loopCount) - 1
+        return max(1, min(maxConnections, available))
+    }
 
     package static var coreCount: Int {
         max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))

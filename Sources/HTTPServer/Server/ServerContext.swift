@@ -24,17 +24,20 @@ final class ServerContext: Sendable {
             refuse(fd)
             return
         }
+        loop.openConnections.add(1, ordering: .relaxed)
         let id = nextID.add(1, ordering: .relaxed).oldValue
         let connection = HTTPConnection(fd: fd, id: id, loop: loop, server: self)
         loop.register(fd, connection, events: csys_connection_events())
     }
 
-    func connectionClosed() {
+    func connectionClosed(on loop: EventLoop) {
         openConnections.subtract(1, ordering: .relaxed)
+        loop.openConnections.subtract(1, ordering: .relaxed)
     }
 
-    /// A best-effort 503 for a connection over the limit; the socket is closed right after.
-    private func refuse(_ fd: Int32) {
+    /// A best-effort 503 for a connection over the limit (or past the open-file limit); the socket
+    /// is closed right after.
+    func refuse(_ fd: Int32) {
         var response = responder.errorResponse(
             status: .serviceUnavailable,
             detail: "The server has too many open connections; retry shortly."

@@ -4,8 +4,11 @@ import Glibc
 /// Thin wrappers over the Glibc socket calls the server needs.
 enum Socket {
     /// Binds and listens on `host:port` (port 0 picks a free one); returns the descriptor and the
-    /// port actually bound. The socket is non-blocking.
-    static func listen(host: String, port: Int, backlog: Int32 = 4096) throws(SocketError) -> (fd: Int32, port: Int) {
+    /// port actually bound. The socket is non-blocking. With `reusePort`, several sockets of this
+    /// process bind the same port and the kernel spreads incoming connections over them.
+    static func listen(
+        host: String, port: Int, backlog: Int32 = 4096, reusePort: Bool = false
+    ) throws(SocketError) -> (fd: Int32, port: Int) {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = csys_sock_stream()
@@ -27,6 +30,9 @@ enum Socket {
             }
             var one: Int32 = 1
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            if reusePort {
+                setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size))
+            }
             guard bind(fd, info.ai_addr, info.ai_addrlen) == 0 else {
                 lastError = SocketError("bind \(host):\(port)")
                 close(fd)
@@ -64,12 +70,31 @@ enum Socket {
         }
     }
 
-    /// Accepts one pending connection as a non-blocking socket with Nagle off, or nil when none waits.
-    static func accept(_ listener: Int32) -> Int32? {
-        let fd = csys_accept4(listener, csys_sock_nonblock_cloexec())
-        guard fd >= 0 else { return nil }
-        setNoDelay(fd)
-        return fd
+    /// What one `accept` call gave.
+    enum Accepted {
+        /// A connection, as a non-blocking socket with Nagle off.
+        case connection(Int32)
+        /// No connection waits (or the one that did was gone before it was taken).
+        case none
+        /// The process or the system is out of file descriptors (EMFILE, ENFILE, or no buffers):
+        /// the connection stays queued, so a level-triggered listener would wake again at once.
+        case outOfDescriptors
+    }
+
+    /// Accepts one pending connection.
+    static func accept(_ listener: Int32) -> Accepted {
+        while true {
+            let fd = csys_accept4(listener, csys_sock_nonblock_cloexec())
+            if fd >= 0 {
+                setNoDelay(fd)
+                return .connection(fd)
+            }
+            switch errno {
+            case EINTR: continue
+            case EMFILE, ENFILE, ENOBUFS, ENOMEM: return .outOfDescriptors
+            default: return .none
+            }
+        }
     }
 
     /// Turns off Nagle's algorithm: a response goes out as soon as it is written.
@@ -83,15 +108,21 @@ enum Socket {
         _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
     }
 
-    /// Ignores SIGPIPE and raises the open-file limit to its hard maximum: process-wide settings a
-    /// server with many connections needs.
+    /// Ignores SIGPIPE: a process-wide setting a server that writes to sockets needs.
     static func prepareProcess() {
         signal(SIGPIPE, SIG_IGN)
+    }
+
+    /// Raises the open-file limit to its hard maximum and returns the limit now in force.
+    static func raiseDescriptorLimit() -> Int {
         var limit = rlimit()
-        if getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0, limit.rlim_cur < limit.rlim_max {
-            limit.rlim_cur = limit.rlim_max
-            setrlimit(RLIMIT_NOFILE_VALUE, &limit)
+        guard getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0 else { return Int.max }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(RLIMIT_NOFILE_VALUE, &raised) == 0 { limit = raised }
         }
+        return limit.rlim_cur > UInt(Int.max) ? Int.max : Int(limit.rlim_cur)  // RLIM_INFINITY is all ones
     }
 }
 

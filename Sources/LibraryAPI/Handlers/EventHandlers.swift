@@ -1,5 +1,6 @@
 import HTTPServer
 import LibraryDomain
+import LiveEngine
 
 extension LibraryAPI {
     /// `GET /books/{id}/events` and `GET /libraries/{id}/events`: a Server-Sent Events stream of the
@@ -86,34 +87,6 @@ extension LibraryAPI {
     }
 }
 
-/// A subscriber's events, encoded as Server-Sent Events onto its HTTP stream.
-struct EventStreamSink: LiveEventSink {
-    let stream: HTTPStream
-    let counters: LiveCounters
-
-    /// Events may queue up to this many writes deep before further changes are coalesced.
-    static let maxBacklog = 32
-
-    var isReady: Bool { stream.backlog < Self.maxBacklog }
-
-    func send(_ event: LiveEvent) {
-        stream.write(event.wire.bytes { EventEncoding.encode(event) })
-        counters.events.add(1, ordering: .relaxed)
-    }
-
-    func whenReady(_ callback: @escaping @Sendable () -> Void) {
-        stream.whenDrained(callback)
-    }
-
-    func keepAlive() {
-        stream.write(Array(": keep-alive\n\n".utf8))
-    }
-
-    func finish() {
-        stream.finish()
-    }
-}
-
 /// The wire form of live events: `event:`, `id:` and one `data:` line of JSON.
 enum EventEncoding {
     static func encode(_ event: LiveEvent) -> [UInt8] {
@@ -132,7 +105,16 @@ enum EventEncoding {
         if let members = event.members {
             json.key("books")
             json.beginArray()
-            members.forEach { json.member($0) }
+            for index in 0..<members.count {
+                json.beginObject()
+                json.key("id")
+                json.string(members.ids[index])
+                for (field, value) in zip(members.fields, members.values(of: index)) {
+                    json.key(field.rawValue)
+                    json.value(value)
+                }
+                json.endObject()
+            }
             json.endArray()
         }
         if let membership = event.membership {

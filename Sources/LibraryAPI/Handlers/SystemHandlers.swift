@@ -3,18 +3,17 @@ import LibraryDomain
 
 extension LibraryAPI {
     /// 200 when a reader answers a query and the writer could take the write lock; 503 otherwise,
-    /// so a health check notices a database that is locked or has become unwritable.
+    /// so a health check notices a database that is locked or has become unwritable. Concurrent
+    /// checks share one probe (`HealthProbe`).
     func health(_ exchange: Exchange) {
-        store.read({ reader in try reader.ping() }) { result in
-            guard case .failure(let error) = result else {
-                return self.store.checkWritable { result in
-                    guard case .failure(let error) = result else {
-                        return exchange.finish(.json(.ok, Array(#"{"status":"ok"}"#.utf8)))
-                    }
-                    self.unhealthy(exchange, error)
-                }
+        healthProbe.check { result in
+            switch result {
+            case .success:
+                var response = HTTPResponse.json(.ok, Array(#"{"status":"ok"}"#.utf8))
+                response.headers.set("Cache-Control", "no-store")
+                exchange.finish(response)
+            case .failure(let error): self.unhealthy(exchange, error)
             }
-            self.unhealthy(exchange, error)
         }
     }
 
@@ -26,7 +25,9 @@ extension LibraryAPI {
     func metricsResponse() -> HTTPResponse {
         HTTPResponse(
             status: .ok,
-            headers: HTTPHeaders([("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]),
+            headers: HTTPHeaders([
+                ("Content-Type", "text/plain; version=0.0.4; charset=utf-8"), ("Cache-Control", "no-store"),
+            ]),
             body: Array(metrics.render().utf8)
         )
     }

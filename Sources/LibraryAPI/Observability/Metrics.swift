@@ -64,9 +64,9 @@ package final class Metrics: Sendable {
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
     ]
 
-    /// One shard per event loop (and one for other threads), so the loops never wait for each
-    /// other to count a request; merged when scraped.
-    private let shards = (0..<4).map { _ in Shard() }
+    /// One shard per event loop (loops follow the core count) and one for other threads, so the
+    /// loops never wait for each other to count a request; merged when scraped.
+    private let shards = (0...HTTPServerConfiguration.coreCount).map { _ in Shard() }
 
     private final class Shard: Sendable {
         let state = Mutex(State())
@@ -74,13 +74,26 @@ package final class Metrics: Sendable {
 
     private var shard: Shard { shards[(LoopThread.index ?? shards.count - 1) % shards.count] }
     private let readings = Mutex<[(name: String, type: String, help: String, read: @Sendable () -> Int)]>([])
+    private let labelledGauges = Mutex<[(name: String, help: String, label: String, read: @Sendable () -> [Int])]>(
+        [])
 
     package init() {}
 
-    /// Counts one answered request and its duration.
+    /// The methods counted under their own name; any other token a client sends is counted as
+    /// `OTHER`, so a client cannot add label values (and lines to every scrape) at will.
+    static let methodLabels: Set<String> = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+    /// The `method` label of a request's method token: itself when known, else `OTHER`.
+    static func methodLabel(_ method: String) -> String {
+        methodLabels.contains(method) ? method : "OTHER"
+    }
+
+    /// Counts one answered request and its duration. `route` is a route template (a closed set);
+    /// the method is reduced to `methodLabel`.
     func record(route: String, method: String, status: Int, seconds: Double) {
+        let key = Key(route: route, method: Self.methodLabel(method), status: status)
         shard.state.withLock { state in
-            state.requests[Key(route: route, method: method, status: status), default: 0] += 1
+            state.requests[key, default: 0] += 1
             state.latency[route, default: Histogram()].record(seconds)
         }
     }
@@ -97,6 +110,13 @@ package final class Metrics: Sendable {
     /// Adds a gauge read when metrics are scraped (open connections, for instance).
     package func addGauge(_ name: String, help: String, read: @escaping @Sendable () -> Int) {
         readings.withLock { $0.append((name, "gauge", help, read)) }
+    }
+
+    /// Adds a gauge with one sample per index, labelled `label="<index>"` (one per event loop, say).
+    package func addGauge(
+        _ name: String, help: String, label: String, read: @escaping @Sendable () -> [Int]
+    ) {
+        labelledGauges.withLock { $0.append((name, help, label, read)) }
     }
 
     /// Adds a counter kept elsewhere and read when metrics are scraped; `name` ends in `_total`.
@@ -138,6 +158,13 @@ package final class Metrics: Sendable {
             lines.append("# HELP \(reading.name) \(reading.help)")
             lines.append("# TYPE \(reading.name) \(reading.type)")
             lines.append("\(reading.name) \(reading.read())")
+        }
+        for gauge in labelledGauges.withLock({ $0 }) {
+            lines.append("# HELP \(gauge.name) \(gauge.help)")
+            lines.append("# TYPE \(gauge.name) gauge")
+            for (index, value) in gauge.read().enumerated() {
+                lines.append("\(gauge.name){\(gauge.label)=\"\(index)\"} \(value)")
+            }
         }
         return lines.joined(separator: "\n") + "\n"
     }

@@ -11,7 +11,13 @@ struct APIError: Error, Sendable {
     let type: String
     let detail: String
     var errors: [FieldError] = []
+    /// How many field errors were found beyond those in `errors` (see `maxListedErrors`).
+    var errorsOmitted = 0
     var headers = HTTPHeaders()
+
+    /// A 422 lists at most this many field errors, so the answer to a body of many bad members
+    /// stays small whatever the body's size (one per member would amplify the request).
+    static let maxListedErrors = 20
 
     init(_ status: HTTPStatus, _ type: String, _ detail: String, errors: [FieldError] = []) {
         self.status = status
@@ -24,10 +30,16 @@ struct APIError: Error, Sendable {
 
     static func notFound(_ detail: String) -> APIError { APIError(.notFound, "not-found", detail) }
 
+    /// A 422 that lists the first `maxListedErrors` of `errors` and counts the rest.
     static func invalid(_ errors: [FieldError]) -> APIError {
-        let summary = errors.map { "\($0.field) \($0.message)" }.joined(separator: "; ")
-        return APIError(
-            .unprocessableContent, "validation", "The request body is not acceptable: \(summary).", errors: errors)
+        let listed = Array(errors.prefix(maxListedErrors))
+        let omitted = errors.count - listed.count
+        var summary = listed.map { "\($0.field) \($0.message)" }.joined(separator: "; ")
+        if omitted > 0 { summary += "; and \(omitted) more" }
+        var error = APIError(
+            .unprocessableContent, "validation", "The request body is not acceptable: \(summary).", errors: listed)
+        error.errorsOmitted = omitted
+        return error
     }
 
     static func unavailable() -> APIError {
@@ -81,6 +93,10 @@ struct APIError: Error, Sendable {
                 json.endObject()
             }
             json.endArray()
+        }
+        if errorsOmitted > 0 {
+            json.key("errorsOmitted")
+            json.int(errorsOmitted)
         }
         json.endObject()
         var headers = headers

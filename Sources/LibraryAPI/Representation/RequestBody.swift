@@ -9,20 +9,11 @@ struct RequestBody {
 
     /// Checks the media type, parses the body and requires an object whose members are all
     /// `writable` or `readOnly` (read-only ones are ignored; any other is a 422).
+    ///
+    /// A body without `Content-Type` is refused too: a web page can send one cross-origin without
+    /// a preflight (a `no-cors` fetch or a form), but it cannot send `application/json`.
     init(_ request: HTTPRequest, writable: [String], readOnly: [String]) throws(APIError) {
-        if let contentType = request.headers["content-type"] {
-            let mediaType =
-                contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmedOWS().lowercased() } ?? ""
-            guard
-                mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json"))
-            else {
-                throw APIError(
-                    .unsupportedMediaType,
-                    "unsupported-media-type",
-                    "The body must be JSON: send Content-Type: application/json."
-                )
-            }
-        }
+        try Self.checkMediaType(of: request)
         guard !request.body.isEmpty else { throw .badRequest("The request needs a JSON object body.") }
         let value: JSONValue
         do {
@@ -37,8 +28,26 @@ struct RequestBody {
             if writable.contains(key) {
                 members[key] = value
             } else if !readOnly.contains(key) {
-                errors.append(FieldError(key, "is not a field of this resource"))
+                // A member name is client text of any length: name at most 100 characters of it.
+                let name = key.count > 100 ? key.prefix(100) + "…" : key
+                errors.append(FieldError(name, "is not a field of this resource"))
             }
+        }
+    }
+
+    /// A body must be JSON (415 otherwise); a header, so it is checked before the body is read.
+    static func checkMediaType(of request: HTTPRequest) throws(APIError) {
+        // No Content-Type is refused too: a browser's no-cors request can send a body without one.
+        let contentType = request.headers["content-type"] ?? ""
+        let mediaType =
+            contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmedOWS().lowercased() } ?? ""
+        guard mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json"))
+        else {
+            throw APIError(
+                .unsupportedMediaType,
+                "unsupported-media-type",
+                "The body must be JSON: send Content-Type: application/json."
+            )
         }
     }
 

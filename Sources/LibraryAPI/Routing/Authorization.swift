@@ -4,14 +4,45 @@ extension LibraryAPI {
     /// With a token configured, a mutating request must carry `Authorization: Bearer <token>`.
     func authorize(_ request: HTTPRequest) throws(APIError) {
         guard let token = configuration.apiToken else { return }
-        let header = request.headers["authorization"] ?? ""
-        let scheme = header.prefix(7)
-        let given = scheme.lowercased() == "bearer " ? String(header.dropFirst(7).trimmedOWS()) : ""
-        guard constantTimeEquals(given, token) else {
+        try Self.requireBearer(request, accepting: [token], queryToken: nil)
+    }
+
+    /// With a read token configured, a read must carry the read token or the write token, as
+    /// `Authorization: Bearer` or, for an event stream (`EventSource` cannot send headers), as
+    /// `?access_token=`.
+    func authorizeRead(_ request: HTTPRequest, stream: Bool) throws(APIError) {
+        guard let readToken = configuration.readToken else { return }
+        let accepted = [readToken] + (configuration.apiToken.map { [$0] } ?? [])
+        var queryToken: String?
+        if stream {
+            queryToken = try QueryParameters(request.query).string("access_token")
+        }
+        try Self.requireBearer(request, accepting: accepted, queryToken: queryToken)
+    }
+
+    /// Passes when the bearer credential (or `queryToken`) is one of `accepted`; a 401 with
+    /// `WWW-Authenticate: Bearer` otherwise. Every accepted token is compared, in constant time,
+    /// so the time taken says nothing about which one came close. No token is ever echoed.
+    private static func requireBearer(
+        _ request: HTTPRequest,
+        accepting accepted: [String],
+        queryToken: String?
+    ) throws(APIError) {
+        let header = request.headers["authorization"]
+        var given: [String] = queryToken.map { [$0] } ?? []
+        if let header, header.prefix(7).lowercased() == "bearer " {
+            given.append(String(header.dropFirst(7).trimmedOWS()))
+        }
+        var matched = false
+        for candidate in given {
+            for token in accepted where constantTimeEquals(candidate, token) { matched = true }
+        }
+        guard matched else {
+            let missing = header == nil && queryToken == nil
             var error = APIError(
                 .unauthorized,
                 "unauthorized",
-                header.isEmpty ? "This request needs Authorization: Bearer <token>." : "The bearer token is not valid."
+                missing ? "This request needs Authorization: Bearer <token>." : "The bearer token is not valid."
             )
             error.headers.set("WWW-Authenticate", "Bearer realm=\"library-server\"")
             throw error

@@ -5,10 +5,19 @@ enum EntityTag {
     static func header(_ version: Int) -> String { "\"\(version)\"" }
 
     /// `If-Match` as a store precondition: `*`, or strong tags (weak ones never match).
+    ///
+    /// Strong comparison is exact text (RFC 9110 §8.8.3.2): only the tags this server sends, the
+    /// version in canonical decimal, can match; `"+1"` or `"01"` match no version.
     static func precondition(ifMatch header: String?) throws(APIError) -> Precondition {
         guard let header else { return .none }
         if header.trimmedOWS() == "*" { return .exists }
-        return .versions(try tags(header).compactMap { $0.weak ? nil : Int($0.opaque) })
+        return .versions(try tags(header).compactMap { $0.weak ? nil : version(of: $0.opaque) })
+    }
+
+    /// The version whose tag is exactly `opaque`, or nil when no version has that tag.
+    private static func version(of opaque: String) -> Int? {
+        guard let version = Int(opaque), String(version) == opaque else { return nil }
+        return version
     }
 
     /// Whether `If-None-Match` matches a resource at `version` (weak comparison), so a GET is a 304.

@@ -1,5 +1,22 @@
 /// A book as stored: the plain, Sendable value used for JSON and SQL.
 package struct BookRecord: Sendable, Equatable {
+    package init(
+        id: String, libraryId: String, title: String, author: String, isbn: String?, publishedYear: Int?,
+        available: Bool, version: Int, createdAt: String, updatedAt: String, seq: Int
+    ) {
+        self.id = id
+        self.libraryId = libraryId
+        self.title = title
+        self.author = author
+        self.isbn = isbn
+        self.publishedYear = publishedYear
+        self.available = available
+        self.version = version
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.seq = seq
+    }
+
     package var id: String
     package var libraryId: String
     package var title: String
@@ -113,6 +130,11 @@ package struct BookFilter: Sendable, Equatable {
 
 /// One page of a list, in insertion order.
 package struct Page<Item: Sendable>: Sendable {
+    package init(items: [Item], next: Int?) {
+        self.items = items
+        self.next = next
+    }
+
     package var items: [Item]
     /// The `seq` to continue after, or nil when this is the last page.
     package var next: Int?

@@ -15,8 +15,8 @@ package enum FieldValue: Sendable, Equatable {
     case bool(Bool)
     case null
 
-    init(_ value: String?) { self = value.map(FieldValue.string) ?? .null }
-    init(_ value: Int?) { self = value.map(FieldValue.int) ?? .null }
+    package init(_ value: String?) { self = value.map(FieldValue.string) ?? .null }
+    package init(_ value: Int?) { self = value.map(FieldValue.int) ?? .null }
 }
 
 extension LibraryRecord {

@@ -1,5 +1,19 @@
 /// A library as stored: the plain, Sendable value used for JSON and SQL.
 package struct LibraryRecord: Sendable, Equatable {
+    package init(
+        id: String, name: String, address: String?, bookCount: Int, version: Int, createdAt: String, updatedAt: String,
+        seq: Int
+    ) {
+        self.id = id
+        self.name = name
+        self.address = address
+        self.bookCount = bookCount
+        self.version = version
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.seq = seq
+    }
+
     package var id: String
     package var name: String
     package var address: String?

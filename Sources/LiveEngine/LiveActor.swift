@@ -1,4 +1,5 @@
 import Dispatch
+import LibraryDomain
 
 /// The one executor that owns every live model and subscriber: a serial dispatch queue.
 ///

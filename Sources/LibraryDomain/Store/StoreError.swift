@@ -1,5 +1,3 @@
-import SQLite
-
 /// Why a store operation failed, in terms the API maps to a status.
 package struct StoreError: Error, Sendable, CustomStringConvertible {
     package enum Kind: Sendable, Equatable {
@@ -22,16 +20,6 @@ package struct StoreError: Error, Sendable, CustomStringConvertible {
     package init(_ kind: Kind, detail: String = "") {
         self.kind = kind
         self.detail = detail
-    }
-
-    init(_ error: any Error) {
-        if let error = error as? StoreError {
-            self = error
-        } else if let error = error as? SQLiteError {
-            self.init(error.isUnavailable ? .unavailable : .internal, detail: error.description)
-        } else {
-            self.init(.internal, detail: String(describing: error))
-        }
     }
 
     package var description: String { "\(kind): \(detail)" }

@@ -1,3 +1,4 @@
+import LibraryDomain
 import SQLite
 
 /// The durable change log (`changes` and `change_items`), written in the same transaction as the

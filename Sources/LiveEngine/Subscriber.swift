@@ -1,19 +1,27 @@
+import LibraryDomain
+
 /// One open event stream: what it asked for and what it has not been sent yet.
 ///
-/// At most one event is on its way to the client at a time; changes that arrive meanwhile fold
-/// into one pending event (latest value per field, latest id), so a slow reader costs a bounded
+/// Events go straight to the connection while it keeps up (`LiveEventSink.isReady`). Once it
+/// falls behind, changes fold into one pending change (`FoldedChange`: latest value per field and
+/// member, latest id) that is sent when the connection drains, so a slow reader costs a bounded
 /// amount of memory whatever the write rate.
 @LiveActor
 package final class Subscriber {
+    /// Live changes that arrive while a replay is read from the change log, sent after it.
+    struct Held {
+        var change: FoldedChange?
+        var delete: LiveEvent?
+    }
+
     package let id: Int
     let request: SubscriptionRequest
     let sink: any LiveEventSink
-    /// Events held back while a replay is read from the change log.
-    var held: [LiveEvent]?
-    private var pending: LiveEvent?
+    var held: Held?
+    private var pending: FoldedChange?
     private var waiting = false
     private(set) var finished = false
-    /// Changes folded into a pending event, for metrics.
+    /// Changes folded into a pending one, for metrics.
     private(set) var coalesced = 0
 
     init(id: Int, request: SubscriptionRequest, sink: any LiveEventSink) {
@@ -22,17 +30,23 @@ package final class Subscriber {
         self.sink = sink
     }
 
-    /// Sends `event` now if the connection keeps up, else folds it into the pending event.
+    /// Sends `event` now if the connection keeps up, else folds it into the pending change.
     /// A replay is sent whole (`coalescing: false`): every missed change, in order.
     func deliver(_ event: LiveEvent, coalescing: Bool = true) {
         guard !finished, !event.isEmptyChange else { return }
         if held != nil {
-            held!.append(event)
+            if event.kind == .delete {
+                held!.delete = event
+            } else if held!.change == nil {
+                held!.change = FoldedChange(event)
+            } else {
+                held!.change!.fold(event)
+            }
             return
         }
         if event.kind != .change || !coalescing {
             // A snapshot or delete supersedes a pending change; an uncoalesced change follows it.
-            if event.kind == .change, let earlier = pending { sink.send(earlier) }
+            if event.kind == .change, let earlier = pending { sink.send(earlier.event) }
             pending = nil
             sink.send(event)
             if event.kind == .delete { finish() }
@@ -42,20 +56,22 @@ package final class Subscriber {
             sink.send(event)
             return
         }
-        if let earlier = pending {
-            coalesced += 1
-            pending = earlier.coalesced(with: event)
+        if pending == nil {
+            pending = FoldedChange(event)
         } else {
-            pending = event
+            coalesced += 1
+            pending!.fold(event)
         }
         waitForReady()
     }
 
-    /// Sends the events held during a replay, then goes live.
-    func release() {
-        let events = held ?? []
-        held = nil
-        for event in events { deliver(event) }
+    /// Sends the replayed events, whole and in order, then what was held meanwhile, then goes live.
+    func release(after replayed: [LiveEvent]) {
+        let held = self.held
+        self.held = nil
+        for event in replayed { deliver(event, coalescing: false) }
+        if let change = held?.change { deliver(change.event) }
+        if let delete = held?.delete { deliver(delete) }
     }
 
     func keepAlive() {
@@ -79,10 +95,10 @@ package final class Subscriber {
 
     private func ready() {
         waiting = false
-        guard let event = pending, !finished else { return }
+        guard let change = pending, !finished else { return }
         if sink.isReady {
             pending = nil
-            sink.send(event)
+            sink.send(change.event)
         } else {
             waitForReady()
         }

@@ -1,4 +1,5 @@
 import Dispatch
+import LibraryDomain
 import SQLite
 import Synchronization
 
@@ -31,9 +32,8 @@ package final class LibraryStore: Sendable {
     /// Opens the database at `path` (`:memory:` keeps nothing) and brings its schema up to date.
     /// A write that finds the database locked waits up to `busyTimeoutMilliseconds`, then fails
     /// as unavailable.
-    package init(path: String, readerCount: Int = 4, busyTimeoutMilliseconds: Int32 = 5_000, history: Int = 10_000)
-        throws
-    {
+    /// `lanes` is the number of event loops: each gets a reader of its own for `readNow`.
+    package init(path: String, lanes: Int = 2, busyTimeoutMilliseconds: Int32 = 5_000, history: Int = 10_000) throws {
         self.history = history
         let migrator = try LibraryMigrations.migrator()
         var applied: [Migration] = []
@@ -41,7 +41,7 @@ package final class LibraryStore: Sendable {
         self.observers = observers
         pool = try DatabasePool(
             path: path,
-            readerCount: readerCount,
+            laneCount: lanes,
             busyTimeoutMilliseconds: busyTimeoutMilliseconds,
             prepare: { connection in applied = try migrator.migrate(connection) },
             onTransaction: { duration, writes in
@@ -58,6 +58,19 @@ package final class LibraryStore: Sendable {
     ) {
         pool.read { connection in
             completion(Result { try work(LibraryReader(connection: connection)) }.mapError(StoreError.init))
+        }
+    }
+
+    /// Runs `work` in one read transaction on a background reader and passes its result to
+    /// `completion`: everything `work` reads describes one moment of the database.
+    package func readInTransaction<T: Sendable>(
+        _ work: @escaping @Sendable (LibraryReader) throws -> T,
+        completion: @escaping @Sendable (Result<T, StoreError>) -> Void
+    ) {
+        pool.read { connection in
+            completion(
+                Result { try connection.readTransaction { try work(LibraryReader(connection: connection)) } }
+                    .mapError(StoreError.init))
         }
     }
 

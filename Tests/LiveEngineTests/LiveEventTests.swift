@@ -1,6 +1,7 @@
+import LibraryDomain
 import Testing
 
-@testable import LibraryDomain
+@testable import LiveEngine
 
 @Suite struct LiveEventTests {
     func change(_ seq: Int, _ fields: [(BookField, FieldValue)]) -> LiveEvent {
@@ -28,13 +29,13 @@ import Testing
         var other = copy
         other.bookFields = [(.author, .string("x"))]
         #expect(other.wire.bytes { [4] } == [4])
-        #expect(copy.coalesced(with: change(5, [])).wire.bytes { [5] } == [5])
     }
 
     @Test func coalescing_KeepsTheLatestValuePerFieldAndTheLatestId() {
-        let merged = change(1, [(.title, .string("a")), (.author, .string("x"))])
-            .coalesced(with: change(2, [(.title, .string("b"))]))
-            .coalesced(with: change(3, [(.isbn, .null)]))
+        var folded = FoldedChange(change(1, [(.title, .string("a")), (.author, .string("x"))]))
+        folded.fold(change(2, [(.title, .string("b"))]))
+        folded.fold(change(3, [(.isbn, .null)]))
+        let merged = folded.event
         #expect(merged.seq == 3)
         #expect(merged.bookFields.map(\.0) == [.title, .author, .isbn])
         #expect(merged.bookFields.map(\.1) == [.string("b"), .string("x"), .null])
@@ -49,18 +50,21 @@ import Testing
             return event
         }
         let member = { (id: String, title: String) in LiveEvent.Member(id: id, fields: [(.title, .string(title))]) }
-        let merged = membership(1) {
-            $0.added = [member("new", "n1")]; $0.removed = ["gone"]
-        }
-        .coalesced(with: membership(2) { $0.changed = [member("new", "n2"), member("kept", "k2")] })
-        .coalesced(
-            with: membership(3) {
+        var folded = FoldedChange(
+            membership(1) {
+                $0.added = [member("new", "n1")]; $0.removed = ["gone"]
+            })
+        folded.fold(membership(2) { $0.changed = [member("new", "n2"), member("kept", "k2")] })
+        folded.fold(
+            membership(3) {
                 $0.removed = ["new"]; $0.added = [member("gone", "g3")]
             })
+        let merged = folded.event
         let result = merged.membership!
         #expect(result.added.isEmpty, "added then removed: the client never sees it")
         #expect(result.removed.isEmpty, "removed then added back: the client keeps it")
-        #expect(result.changed.map(\.id) == ["kept", "gone"])
+        #expect(result.changed.map(\.id) == ["gone", "kept"], "in the order they first appeared")
+        #expect(result.changed.first?.fields.map(\.1) == [.string("g3")])
         #expect(merged.seq == 3)
     }
 }

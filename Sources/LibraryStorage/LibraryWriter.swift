@@ -1,3 +1,4 @@
+import LibraryDomain
 import SQLite
 
 /// The writes of libraries and books, run inside one transaction by `LibraryStore.write`.

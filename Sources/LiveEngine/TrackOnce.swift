@@ -1,3 +1,4 @@
+import LibraryDomain
 import Observation
 
 /// Tracks what `read` reads, once: `changed` runs (on the live executor) at the first change.

@@ -3,6 +3,11 @@
 package struct CommittedChange: Sendable {
     package let seq: Int
     package let items: [ChangeItem]
+
+    package init(seq: Int, items: [ChangeItem]) {
+        self.seq = seq
+        self.items = items
+    }
 }
 
 /// One resource touched by a write: its state afterwards and the names of the fields it set.
@@ -12,7 +17,7 @@ package enum ChangeItem: Sendable {
     /// `previousLibraryID` is where the book was before (nil when created by this write).
     case book(BookRecord, fields: Set<BookField>, previousLibraryID: String?, deleted: Bool)
 
-    var key: String {
+    package var key: String {
         switch self {
         case .library(let library, _, _): "library:" + library.id
         case .book(let book, _, _, _): "book:" + book.id
@@ -20,7 +25,7 @@ package enum ChangeItem: Sendable {
     }
 
     /// This item followed by `later`, a later change of the same resource in the same write.
-    func merged(with later: ChangeItem) -> ChangeItem {
+    package func merged(with later: ChangeItem) -> ChangeItem {
         switch (self, later) {
         case (.library(_, let a, _), .library(let library, let b, let deleted)):
             .library(library, fields: a.union(b), deleted: deleted)
@@ -34,7 +39,7 @@ package enum ChangeItem: Sendable {
 
 extension LibraryRecord {
     /// The fields whose values differ from `old`; every field when there is no `old`.
-    func changedFields(from old: LibraryRecord?) -> Set<LibraryField> {
+    package func changedFields(from old: LibraryRecord?) -> Set<LibraryField> {
         guard let old else { return Set(LibraryField.allCases) }
         return Set(LibraryField.allCases.filter { value(of: $0) != old.value(of: $0) })
     }
@@ -42,7 +47,7 @@ extension LibraryRecord {
 
 extension BookRecord {
     /// The fields whose values differ from `old`; every field when there is no `old`.
-    func changedFields(from old: BookRecord?) -> Set<BookField> {
+    package func changedFields(from old: BookRecord?) -> Set<BookField> {
         guard let old else { return Set(BookField.allCases) }
         return Set(BookField.allCases.filter { value(of: $0) != old.value(of: $0) })
     }

@@ -1,6 +1,8 @@
+import LibraryDomain
 import Observation
 
-/// A book that somebody watches, as an observable model.
+/// A book that somebody watches, directly or as a member of a watched library, as an observable
+/// model.
 ///
 /// Applying a committed change assigns only the fields whose values differ, so Observation reports
 /// exactly the fields a write changed. Bookkeeping is `@ObservationIgnored`: touching it never
@@ -19,14 +21,18 @@ package final class LiveBook {
     var createdAt: String
     var updatedAt: String
 
-    /// Subscribers of this book's own stream, by subscriber id.
-    @ObservationIgnored var subscribers: [Int: Subscriber] = [:]
+    /// Insertion order (the row's `seq`), the order of a library's members.
+    @ObservationIgnored let order: Int
+    /// The latest change this model already reflects: older ones, still on their way, are skipped.
+    @ObservationIgnored var baseSeq: Int
     /// Fields with an Observation tracker waiting for their next change.
     @ObservationIgnored var armed: Set<BookField> = []
     /// Fields changed by the change being applied, not yet published.
     @ObservationIgnored var dirty: Set<BookField> = []
+    /// The change that made it a member of its library: it is `added` there, not `changed`.
+    @ObservationIgnored var joinedSeq = 0
 
-    init(_ record: BookRecord) {
+    init(_ record: BookRecord, seq: Int) {
         id = record.id
         libraryId = record.libraryId
         title = record.title
@@ -37,6 +43,8 @@ package final class LiveBook {
         version = record.version
         createdAt = record.createdAt
         updatedAt = record.updatedAt
+        order = record.seq
+        baseSeq = seq
     }
 
     /// Takes the values of `record`, assigning only what differs.
@@ -71,10 +79,12 @@ package final class LiveBook {
 
     /// Tracks each of `fields` not tracked yet; `changed` hears of the first change of each.
     func track(_ fields: Set<BookField>, changed: @escaping @LiveActor (LiveBook, BookField) -> Void) {
-        for field in fields.subtracting(armed) where field != .id {
+        for field in fields where field != .id && !armed.contains(field) {
             armed.insert(field)
-            trackOnce({ _ = value(of: field) }) { [weak self] in
-                guard let self else { return }
+            // Unowned, not weak: the tracker lives in this model's own registrar, so it can only
+            // fire while the model is alive, and a weak reference would give every model a side
+            // table, making each retain of it (a million for a big snapshot) take the slow path.
+            trackOnce({ _ = value(of: field) }) { [unowned self] in
                 armed.remove(field)
                 changed(self, field)
             }

@@ -1,3 +1,4 @@
+import LibraryDomain
 import SQLite
 
 /// The schema migrations, embedded at build time from `Migrations/*.sql`.

@@ -1,0 +1,54 @@
+/// A resource an event stream can watch.
+package enum LiveTarget: Hashable, Sendable {
+    case book(String)
+    case library(String)
+}
+
+/// A watched resource as one read transaction saw it, with the id of the latest change included.
+package struct LoadedState: Sendable {
+    package enum Resource: Sendable {
+        case book(BookRecord)
+        /// A library and its books, in insertion order.
+        case library(LibraryRecord, members: [BookRecord])
+    }
+
+    /// The latest committed change the read saw: the state is exactly the one after it.
+    package let seq: Int
+    /// Nil when no such resource exists at `seq`.
+    package let resource: Resource?
+
+    package init(seq: Int, resource: Resource?) {
+        self.seq = seq
+        self.resource = resource
+    }
+}
+
+/// What the live engine needs from storage, and all it knows of it: commits in order, consistent
+/// loads of a resource, and the change log for resuming streams.
+///
+/// The seam a second storage engine implements. Loads and change-log reads run off the event
+/// loops and each in one read transaction, so a state and its change id always describe one moment.
+package protocol LiveStore: AnyObject, Sendable {
+    /// How many changes the log keeps at least: resuming from an older id gets a fresh snapshot.
+    var history: Int { get }
+
+    /// The id of the latest committed change (0 before any); read once at start.
+    func latestCommittedSeq() throws(StoreError) -> Int
+
+    /// Sets who is told of every committed change, in commit order, on the writer's thread.
+    func observeCommits(_ observer: @escaping @Sendable (CommittedChange) -> Void)
+
+    /// Reads `target` (a library with its members) and the latest change id in one transaction.
+    func load(_ target: LiveTarget, completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void)
+
+    /// The logged changes after `seq` (through `last`, or every one when nil) that concern
+    /// `target`, in order: for a library, also its members' joins, departures and changes. Nil when
+    /// the log no longer holds every change after `seq`. One read transaction, so a prune cannot
+    /// remove part of what it returns.
+    func changes(
+        of target: LiveTarget,
+        after seq: Int,
+        through last: Int?,
+        completion: @escaping @Sendable (Result<[CommittedChange]?, StoreError>) -> Void
+    )
+}

@@ -1,0 +1,43 @@
+import LibraryDomain
+
+extension LibraryStore: LiveStore {
+    package func latestCommittedSeq() throws(StoreError) -> Int {
+        try readAndWait { try $0.latestSeq() }
+    }
+
+    package func load(_ target: LiveTarget, completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void) {
+        readInTransaction(
+            { reader in
+                let seq = try reader.latestSeq()
+                switch target {
+                case .book(let id):
+                    return LoadedState(seq: seq, resource: try reader.book(id: id).map { .book($0) })
+                case .library(let id):
+                    guard let library = try reader.library(id: id) else { return LoadedState(seq: seq, resource: nil) }
+                    return LoadedState(
+                        seq: seq, resource: .library(library, members: try reader.allBooks(inLibrary: id)))
+                }
+            },
+            completion: completion
+        )
+    }
+
+    package func changes(
+        of target: LiveTarget,
+        after seq: Int,
+        through last: Int?,
+        completion: @escaping @Sendable (Result<[CommittedChange]?, StoreError>) -> Void
+    ) {
+        readInTransaction(
+            { reader in
+                guard try reader.oldestKeptSeq() <= seq + 1 else { return nil }
+                let last = try last ?? reader.latestSeq()
+                switch target {
+                case .book(let id): return try reader.changes(ofBook: id, after: seq, through: last)
+                case .library(let id): return try reader.changes(ofLibrary: id, after: seq, through: last)
+                }
+            },
+            completion: completion
+        )
+    }
+}

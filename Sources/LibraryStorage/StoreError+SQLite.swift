@@ -1,0 +1,16 @@
+import LibraryDomain
+import SQLite
+
+extension StoreError {
+    /// The store error for anything a database operation threw: SQLite's busy, read-only and
+    /// full-disk results are `unavailable` (503), every other failure `internal` (500).
+    init(_ error: any Error) {
+        if let error = error as? StoreError {
+            self = error
+        } else if let error = error as? SQLiteError {
+            self.init(error.isUnavailable ? .unavailable : .internal, detail: error.description)
+        } else {
+            self.init(.internal, detail: String(describing: error))
+        }
+    }
+}

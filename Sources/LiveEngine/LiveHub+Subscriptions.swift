@@ -1,0 +1,317 @@
+import LibraryDomain
+
+/// Opening and closing subscriptions: loading a resource once for all its first subscribers,
+/// snapshots, replays from the change log, and dropping models nobody watches any more.
+extension LiveHub {
+    /// What became of a subscription request.
+    package enum Outcome: Sendable {
+        /// The stream is open; its first events are on their way.
+        case subscribed
+        /// No such library or book.
+        case notFound
+        /// The database could not be read.
+        case failed(StoreError)
+    }
+
+    /// A subscription request waiting for its resource to load.
+    struct Waiter {
+        let request: SubscriptionRequest
+        let open: @LiveActor (_ subscriberID: Int) -> any LiveEventSink
+        let outcome: @Sendable (Outcome) -> Void
+    }
+
+    /// A resource being read for its first subscribers. The changes that concern it while the read
+    /// runs are kept (folded per resource): those the read did not see are applied to the model
+    /// before anybody is attached, so the model starts exactly at the live side's state.
+    @LiveActor final class PendingLoad {
+        var waiters: [Waiter] = []
+        var changes: [String: (seq: Int, item: ChangeItem)] = [:]
+
+        func note(_ item: ChangeItem, seq: Int) {
+            let earlier = changes[item.key]?.item
+            changes[item.key] = (seq, earlier.map { $0.merged(with: item) } ?? item)
+        }
+    }
+
+    enum Model {
+        case book(LiveBook)
+        case library(LiveLibrary)
+
+        @LiveActor var baseSeq: Int {
+            switch self {
+            case .book(let book): book.baseSeq
+            case .library(let library): library.baseSeq
+            }
+        }
+    }
+
+    /// Subscribes to a library or book. `open` is called (on this actor) once the resource is known
+    /// to exist, to open the stream and give the sink its events go to.
+    package func subscribe(
+        _ request: SubscriptionRequest,
+        open: @escaping @LiveActor (_ subscriberID: Int) -> any LiveEventSink,
+        outcome: @escaping @Sendable (Outcome) -> Void
+    ) {
+        let waiter = Waiter(request: request, open: open, outcome: outcome)
+        let target = request.target
+        if let model = model(for: target) {
+            attach(waiter, to: model)
+        } else if let load = loads[target] {
+            load.waiters.append(waiter)
+        } else {
+            let load = PendingLoad()
+            load.waiters = [waiter]
+            loads[target] = load
+            updateInbox()  // before the read starts, so no commit it misses skips the live side
+            store.load(target) { result in
+                LiveActor.enqueue { self.loaded(target, result) }
+            }
+        }
+    }
+
+    private func model(for target: LiveTarget) -> Model? {
+        switch target {
+        case .book(let id): books[id].map(Model.book)
+        case .library(let id): libraries[id].map(Model.library)
+        }
+    }
+
+    func noteForLoads(_ item: ChangeItem, seq: Int) {
+        switch item {
+        case .book(let book, _, let previous, _):
+            loads[.book(book.id)]?.note(item, seq: seq)
+            loads[.library(book.libraryId)]?.note(item, seq: seq)
+            if let previous, previous != book.libraryId { loads[.library(previous)]?.note(item, seq: seq) }
+        case .library(let library, _, _):
+            loads[.library(library.id)]?.note(item, seq: seq)
+        }
+    }
+
+    private func loaded(_ target: LiveTarget, _ result: Result<LoadedState, StoreError>) {
+        guard let load = loads.removeValue(forKey: target) else { return }
+        defer { updateInbox() }
+        let state: LoadedState
+        switch result {
+        case .failure(let error):
+            load.waiters.forEach { $0.outcome(.failed(error)) }
+            return
+        case .success(let loaded):
+            state = loaded
+        }
+        // Changes after the read, already applied to the other models, in the order they came.
+        let later = load.changes.values.filter { $0.seq > state.seq }.sorted { $0.seq < $1.seq }
+        let model: Model?
+        switch state.resource {
+        case nil:
+            model = nil
+        case .book(let record):
+            model = book(record, at: state.seq, catchingUp: later)
+        case .library(let record, let members):
+            model = library(record, members: members, at: state.seq, catchingUp: later)
+        }
+        guard let model else {
+            load.waiters.forEach(notFound)
+            return
+        }
+        for waiter in load.waiters { attach(waiter, to: model) }
+    }
+
+    /// The model of a loaded book, brought up to the live side's state (nil if deleted since).
+    private func book(_ record: BookRecord, at seq: Int, catchingUp later: [(seq: Int, item: ChangeItem)]) -> Model? {
+        if let existing = books[record.id] { return .book(existing) }
+        let book = LiveBook(record, seq: seq)
+        for case (_, .book(let latest, _, _, let deleted)) in later where latest.id == record.id {
+            if deleted { return nil }
+            book.update(latest)
+        }
+        books[record.id] = book
+        return .book(book)
+    }
+
+    /// The model of a loaded library and its members, brought up to the live side's state (nil if
+    /// deleted since).
+    private func library(
+        _ record: LibraryRecord,
+        members: [BookRecord],
+        at seq: Int,
+        catchingUp later: [(seq: Int, item: ChangeItem)]
+    ) -> Model? {
+        if let existing = libraries[record.id] { return .library(existing) }
+        var fresh: Set<String> = []
+        let live = members.map { member in
+            if let existing = books[member.id] { return existing }
+            fresh.insert(member.id)
+            return LiveBook(member, seq: seq)
+        }
+        let library = LiveLibrary(record, members: live, seq: seq)
+        for (_, item) in later {
+            switch item {
+            case .library(let latest, _, let deleted):
+                if deleted { return nil }
+                library.update(latest)
+            case .book(let book, _, _, let deleted):
+                if deleted || book.libraryId != library.id {
+                    library.remove(book.id)
+                } else if let member = library.members[book.id] {
+                    if fresh.contains(book.id) { member.update(book) }
+                } else {
+                    let member = books[book.id] ?? LiveBook(book, seq: seq)
+                    if books[book.id] == nil { fresh.insert(book.id) }
+                    library.add(member)
+                }
+            }
+        }
+        for member in library.members.values where fresh.contains(member.id) { books[member.id] = member }
+        libraries[record.id] = library
+        return .library(library)
+    }
+
+    private func attach(_ waiter: Waiter, to model: Model) {
+        let request = waiter.request
+        let subscriber = Subscriber(id: nextSubscriberID, request: request, sink: waiter.open(nextSubscriberID))
+        nextSubscriberID += 1
+        counters.subscribers.add(1, ordering: .relaxed)
+        waiter.outcome(.subscribed)
+        let audience = audiences[request.target] ?? Audience()
+        audiences[request.target] = audience
+        let newFields = audience.add(subscriber)
+        switch model {
+        case .book(let book):
+            track(book)
+        case .library(let library):
+            track(library)
+            if !newFields.isEmpty {
+                // Members start being tracked for a field the first time somebody asks for it: a
+                // pass over every member, made in batches so that other subscribers' changes go
+                // out in between. This subscriber's first event waits for the last batch; what it
+                // would have been sent meanwhile is older than that event, so it is dropped.
+                subscriber.held = Subscriber.Held()
+                arm(Array(library.members.values), from: 0, of: library) {
+                    subscriber.held = nil
+                    self.start(subscriber, model: model)
+                }
+                return
+            }
+        }
+        start(subscriber, model: model)
+    }
+
+    /// How many members one turn of the live actor starts tracking.
+    static let armingBatch = 4_096
+
+    private func arm(
+        _ members: [LiveBook],
+        from start: Int,
+        of library: LiveLibrary,
+        then done: @escaping @LiveActor () -> Void
+    ) {
+        let end = min(members.count, start + Self.armingBatch)
+        if libraries[library.id] === library {
+            for book in members[start..<end] where library.members[book.id] === book { track(book) }
+        }
+        guard end < members.count else { return done() }
+        LiveActor.enqueue { self.arm(members, from: end, of: library, then: done) }
+    }
+
+    /// Sends a new subscriber its first events: a snapshot, or what it missed since its id.
+    private func start(_ subscriber: Subscriber, model: Model) {
+        let request = subscriber.request
+        let stateSeq = max(appliedSeq, model.baseSeq)
+        guard let after = request.resumeAfter, after <= stateSeq, after >= stateSeq - store.history else {
+            subscriber.deliver(snapshot(of: model, request.shape, seq: stateSeq))
+            return
+        }
+        guard after < stateSeq else { return }  // nothing was missed
+        subscriber.held = Subscriber.Held()
+        store.changes(of: request.target, after: after, through: stateSeq) { result in
+            LiveActor.enqueue { self.replay(result, to: subscriber, model: model) }
+        }
+    }
+
+    /// Sends a resuming subscriber what it missed, then what arrived meanwhile.
+    private func replay(_ result: Result<[CommittedChange]?, StoreError>, to subscriber: Subscriber, model: Model) {
+        guard case .success(let changes?) = result else {
+            // The history no longer reaches back far enough (or could not be read): start afresh.
+            subscriber.held = nil
+            subscriber.deliver(snapshot(of: model, subscriber.request.shape, seq: max(appliedSeq, model.baseSeq)))
+            return
+        }
+        subscriber.release(after: Self.events(replaying: changes, for: subscriber.request))
+    }
+
+    /// The events logged changes make for a subscriber, through the same deltas as live ones.
+    static func events(replaying changes: [CommittedChange], for request: SubscriptionRequest) -> [LiveEvent] {
+        changes.compactMap { change in
+            guard let delta = ResourceDelta(change, for: request.target) else { return nil }
+            let event = delta.event(seq: change.seq, for: request.shape)
+            return event.isEmptyChange ? nil : event
+        }
+    }
+
+    /// No such resource now. A subscriber resuming across its deletion gets what it missed up to
+    /// the `delete`, while the change log holds it; anybody else gets a 404.
+    private func notFound(_ waiter: Waiter) {
+        let request = waiter.request
+        guard let after = request.resumeAfter else { return waiter.outcome(.notFound) }
+        store.changes(of: request.target, after: after, through: nil) { result in
+            LiveActor.enqueue {
+                let events = (try? result.get()).flatMap { $0 }.map { Self.events(replaying: $0, for: request) } ?? []
+                guard let last = events.last, last.kind == .delete else { return waiter.outcome(.notFound) }
+                let subscriber = Subscriber(
+                    id: self.nextSubscriberID, request: request, sink: waiter.open(self.nextSubscriberID))
+                self.nextSubscriberID += 1
+                waiter.outcome(.subscribed)
+                events.forEach { subscriber.deliver($0, coalescing: false) }  // the delete ends the stream
+            }
+        }
+    }
+
+    private func snapshot(of model: Model, _ shape: SubscriptionRequest.Shape, seq: Int) -> LiveEvent {
+        switch model {
+        case .book(let book):
+            var event = LiveEvent(kind: .snapshot, seq: seq, id: book.id)
+            event.bookFields = ResourceDelta.values(shape.bookFields) { book.value(of: $0) }
+            return event
+        case .library(let library):
+            // Unchanged since an earlier subscriber's snapshot: the same event (and encoding), with
+            // its id, which is still exact: no change since touched this library.
+            if let shared = library.snapshots[shape] { return shared }
+            var event = LiveEvent(kind: .snapshot, seq: seq, id: library.id)
+            event.libraryFields = ResourceDelta.values(shape.libraryFields) { library.value(of: $0) }
+            if shape.members {
+                let members = library.orderedMembers()
+                var table = LiveEvent.MemberTable(
+                    fields: BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) },
+                    capacity: members.count)
+                for book in members { table.append(book.id) { book.value(of: $0) } }
+                event.members = table
+            }
+            library.snapshots[shape] = event
+            return event
+        }
+    }
+
+    /// Forgets a subscriber whose stream ended, and the models nobody watches any more.
+    package func unsubscribe(_ id: Int, from target: LiveTarget) {
+        guard let audience = audiences[target], let subscriber = audience.remove(id) else { return }
+        forget(subscriber)
+        if case .library(let libraryID) = target {
+            // Its fields may no longer be tracked: a kept snapshot could go stale.
+            libraries[libraryID]?.snapshots = [:]
+        }
+        guard audience.isEmpty else { return }
+        audiences[target] = nil
+        switch target {
+        case .book(let bookID):
+            if let book = books[bookID], libraries[book.libraryId]?.members[bookID] !== book { books[bookID] = nil }
+        case .library(let libraryID):
+            if let library = libraries[libraryID] { drop(library) }
+        }
+        updateInbox()
+    }
+
+    /// Ends every stream (server shutdown).
+    package func finishAll() {
+        for audience in audiences.values { audience.subscribers.forEach { $0.finish() } }
+    }
+}

@@ -1,0 +1,276 @@
+import Dispatch
+import LibraryDomain
+
+/// The live side: watched libraries and books as `@Observable` models, and the subscribers of
+/// their event streams.
+///
+/// Only what somebody watches is materialized. Committed changes arrive through a bounded inbox,
+/// in commit order; `apply` assigns the new values to the models, Observation reports which
+/// tracked fields changed, membership deltas come from the change itself, and `publish` turns
+/// that into at most one event per subscriber per change, carrying only the fields it asked for.
+/// Every step costs work for what the change touched and for the subscribers who want it, never
+/// for the rest of a library or of the subscriber population.
+@LiveActor
+package final class LiveHub {
+    let store: any LiveStore
+    var books: [String: LiveBook] = [:]
+    var libraries: [String: LiveLibrary] = [:]
+    var audiences: [LiveTarget: Audience] = [:]
+    /// Resources being read for their first subscribers, with the changes that concern them meanwhile.
+    var loads: [LiveTarget: PendingLoad] = [:]
+    /// The last change applied to the models.
+    var appliedSeq = 0
+    var nextSubscriberID = 1
+    private var dirtyBooks: [LiveBook] = []
+    private var touchedLibraries: [LiveLibrary] = []
+    private var deletedBooks: [String] = []
+    private var deletedLibraries: [LiveLibrary] = []
+    private var heartbeat: (any DispatchSourceTimer)?
+    package nonisolated let counters = LiveCounters()
+    nonisolated let inbox: ChangeInbox
+
+    private nonisolated init(store: any LiveStore, inboxCapacity: Int) {
+        self.store = store
+        inbox = ChangeInbox(capacity: inboxCapacity)
+    }
+
+    /// Creates the hub, connects it to the store's commits, and sends a keep-alive comment to every
+    /// idle stream each `heartbeatInterval` seconds. When more than `inboxCapacity` committed
+    /// changes wait for the live side, they fold (`ChangeInbox`).
+    package nonisolated static func start(
+        store: any LiveStore,
+        heartbeatInterval: Double,
+        inboxCapacity: Int = 4_096
+    ) -> LiveHub {
+        let hub = LiveHub(store: store, inboxCapacity: inboxCapacity)
+        let latest = (try? store.latestCommittedSeq()) ?? 0
+        hub.counters.committedSeq.raise(to: latest)
+        hub.counters.publishedSeq.raise(to: latest)
+        store.observeCommits { change in hub.post(change) }
+        LiveActor.enqueue {
+            hub.appliedSeq = max(hub.appliedSeq, latest)
+            let timer = DispatchSource.makeTimerSource(queue: LiveActor.executor.queue)
+            timer.schedule(deadline: .now() + heartbeatInterval, repeating: heartbeatInterval)
+            timer.setEventHandler { LiveActor.assumeIsolated { hub.keepAlive() } }
+            timer.resume()
+            hub.heartbeat = timer
+        }
+        return hub
+    }
+
+    // MARK: From the writer
+
+    /// Called on the writer's thread for every commit, in commit order.
+    private nonisolated func post(_ change: CommittedChange) {
+        counters.committedSeq.raise(to: change.seq)
+        guard inbox.isOpen.load(ordering: .sequentiallyConsistent) else {
+            // Nothing is watched or loading: no subscriber can be affected (a load that starts
+            // later reads this change from the database).
+            counters.publishedSeq.raise(to: change.seq)
+            return
+        }
+        let (wake, folded) = inbox.post(change)
+        if folded > 0 { counters.folded.add(folded, ordering: .relaxed) }
+        if wake { LiveActor.enqueue { self.drain() } }
+    }
+
+    private func drain() {
+        for change in inbox.take() { apply(change) }
+    }
+
+    /// Opens the inbox while anything is materialized or loading, closes it when nothing is.
+    func updateInbox() {
+        let open = !books.isEmpty || !libraries.isEmpty || !loads.isEmpty
+        if inbox.isOpen.load(ordering: .relaxed) != open { inbox.isOpen.store(open, ordering: .sequentiallyConsistent) }
+    }
+
+    // MARK: Applying committed changes
+
+    private func apply(_ change: CommittedChange) {
+        guard change.seq > appliedSeq else { return }
+        for item in change.items {
+            if !loads.isEmpty { noteForLoads(item, seq: change.seq) }
+            switch item {
+            case .book(let record, _, let previous, let deleted):
+                applyBook(record, previousLibraryID: previous, deleted: deleted, seq: change.seq)
+            case .library(let record, _, let deleted):
+                guard let library = libraries[record.id], library.baseSeq < change.seq else { continue }
+                counters.applyWork.add(1, ordering: .relaxed)
+                if deleted { deletedLibraries.append(library) } else { library.update(record) }
+            }
+        }
+        appliedSeq = change.seq
+        publish(seq: change.seq)
+        counters.publishedSeq.raise(to: change.seq)
+    }
+
+    private func applyBook(_ record: BookRecord, previousLibraryID previous: String?, deleted: Bool, seq: Int) {
+        let id = record.id
+        if let previous, previous != record.libraryId || deleted, let library = libraries[previous],
+            library.baseSeq < seq, library.members[id] != nil
+        {
+            counters.applyWork.add(1, ordering: .relaxed)
+            library.remove(id)
+            library.left.append(id)
+            touch(library)
+        }
+        let model = books[id].flatMap { $0.baseSeq < seq ? $0 : nil }
+        if deleted {
+            if model != nil { deletedBooks.append(id) }
+            return
+        }
+        if let model {
+            counters.applyWork.add(1, ordering: .relaxed)
+            model.update(record)
+        }
+        if let library = libraries[record.libraryId], library.baseSeq < seq, library.members[id] == nil {
+            counters.applyWork.add(1, ordering: .relaxed)
+            let book = books[id] ?? materialize(record, seq: seq)
+            book.joinedSeq = seq
+            library.add(book)
+            library.joined.append(book)
+            touch(library)
+            track(book)
+        } else if let book = books[id], audiences[.book(id)] == nil, libraries[book.libraryId] == nil {
+            books[id] = nil  // it left the only watched library it was in
+        }
+    }
+
+    func materialize(_ record: BookRecord, seq: Int) -> LiveBook {
+        let book = LiveBook(record, seq: seq)
+        books[record.id] = book
+        return book
+    }
+
+    private func touch(_ library: LiveLibrary) {
+        guard !library.touched else { return }
+        library.touched = true
+        touchedLibraries.append(library)
+    }
+
+    // MARK: Observation
+
+    private func bookChanged(_ book: LiveBook, _ field: BookField) {
+        if book.dirty.isEmpty { dirtyBooks.append(book) }
+        book.dirty.insert(field)
+    }
+
+    private func libraryChanged(_ library: LiveLibrary, _ field: LibraryField?) {
+        if let field { library.dirty.insert(field) }
+        touch(library)
+    }
+
+    /// Tracks the fields of `book` that its own subscribers or those of its library want.
+    func track(_ book: LiveBook) {
+        var fields = audiences[.book(book.id)].map { Set($0.bookFields.keys) } ?? []
+        if let library = libraries[book.libraryId], library.members[book.id] === book,
+            let demand = audiences[.library(library.id)]?.bookFields, !demand.isEmpty
+        {
+            fields.formUnion(demand.keys)
+        }
+        guard !fields.isEmpty else { return }
+        book.track(fields) { [unowned self] in bookChanged($0, $1) }
+    }
+
+    func track(_ library: LiveLibrary) {
+        guard let audience = audiences[.library(library.id)] else { return }
+        library.track(Set(audience.libraryFields.keys), members: audience.members > 0) { [unowned self] in
+            libraryChanged($0, $1)
+        }
+    }
+
+    // MARK: Publishing
+
+    /// Turns what the change did into events, then re-arms the trackers.
+    private func publish(seq: Int) {
+        for book in dirtyBooks {
+            counters.applyWork.add(1, ordering: .relaxed)
+            if let audience = audiences[.book(book.id)] {
+                var delta = ResourceDelta(id: book.id)
+                delta.bookFields = ResourceDelta.values(book.dirty) { book.value(of: $0) }
+                counters.applyWork.add(audience.deliver(delta, seq: seq), ordering: .relaxed)
+            }
+            if let library = libraries[book.libraryId], library.members[book.id] === book, book.joinedSeq != seq {
+                library.changedMembers.append(book)
+                touch(library)
+            }
+        }
+        for library in touchedLibraries {
+            counters.applyWork.add(1, ordering: .relaxed)
+            library.snapshots = [:]
+            if !deletedLibraries.contains(where: { $0 === library }), let audience = audiences[.library(library.id)] {
+                var delta = ResourceDelta(id: library.id)
+                delta.libraryFields = ResourceDelta.values(library.dirty) { library.value(of: $0) }
+                if audience.members > 0 {
+                    delta.added = library.joined.map { book in
+                        .init(id: book.id, fields: ResourceDelta.values(BookField.all) { book.value(of: $0) })
+                    }
+                    delta.removed = library.left
+                    delta.changed = library.changedMembers.map { book in
+                        .init(id: book.id, fields: ResourceDelta.values(book.dirty) { book.value(of: $0) })
+                    }
+                }
+                counters.applyWork.add(audience.deliver(delta, seq: seq), ordering: .relaxed)
+            }
+        }
+        for id in deletedBooks {
+            if let audience = audiences.removeValue(forKey: .book(id)) { end(audience, deletedAt: seq, id: id) }
+            books[id] = nil
+        }
+        for library in deletedLibraries {
+            if let audience = audiences.removeValue(forKey: .library(library.id)) {
+                end(audience, deletedAt: seq, id: library.id)
+            }
+            drop(library)
+        }
+        for book in dirtyBooks {
+            book.dirty = []
+            if books[book.id] === book { track(book) }
+        }
+        for library in touchedLibraries {
+            library.dirty = []
+            library.joined = []
+            library.left = []
+            library.changedMembers = []
+            library.touched = false
+            if libraries[library.id] === library { track(library) }
+        }
+        dirtyBooks = []
+        touchedLibraries = []
+        if !deletedBooks.isEmpty || !deletedLibraries.isEmpty {
+            deletedBooks = []
+            deletedLibraries = []
+            updateInbox()
+        }
+    }
+
+    /// Sends `delete` to every subscriber of a deleted resource; their streams end.
+    private func end(_ audience: Audience, deletedAt seq: Int, id: String) {
+        let event = LiveEvent(kind: .delete, seq: seq, id: id)
+        for subscriber in audience.removeAll() {
+            subscriber.deliver(event)
+            forget(subscriber)
+        }
+    }
+
+    /// Counts out a subscriber whose stream ended.
+    func forget(_ subscriber: Subscriber) {
+        counters.subscribers.subtract(1, ordering: .relaxed)
+        counters.coalesced.add(subscriber.coalesced, ordering: .relaxed)
+    }
+
+    /// Stops watching a library: its members go too unless somebody watches them directly.
+    func drop(_ library: LiveLibrary) {
+        libraries[library.id] = nil
+        for book in library.members.values where audiences[.book(book.id)] == nil && books[book.id] === book {
+            books[book.id] = nil
+        }
+        updateInbox()
+    }
+
+    private func keepAlive() {
+        for audience in audiences.values {
+            for subscriber in audience.subscribers { subscriber.keepAlive() }
+        }
+    }
+}

@@ -1,0 +1,115 @@
+import LibraryDomain
+import Observation
+
+/// A library that somebody watches, as an observable model, with its books as live members.
+///
+/// Members are kept by id, so a book joining or leaving costs the same in a library of ten books
+/// or of a million; their order (for snapshots) is worked out only when a snapshot needs it.
+@LiveActor
+@Observable
+package final class LiveLibrary {
+    package let id: String
+    var name: String
+    var address: String?
+    var bookCount: Int
+    var version: Int
+    var createdAt: String
+    var updatedAt: String
+    /// The member books by id. Tracking it tracks the membership.
+    var members: [String: LiveBook]
+
+    /// The latest change this model already reflects: older ones, still on their way, are skipped.
+    @ObservationIgnored var baseSeq: Int
+    @ObservationIgnored var armed: Set<LibraryField> = []
+    @ObservationIgnored var membersArmed = false
+    /// What the change being applied did, not yet published.
+    @ObservationIgnored var dirty: Set<LibraryField> = []
+    @ObservationIgnored var joined: [LiveBook] = []
+    @ObservationIgnored var left: [String] = []
+    @ObservationIgnored var changedMembers: [LiveBook] = []
+    /// Whether it is in the hub's list of libraries to publish for this change.
+    @ObservationIgnored var touched = false
+    /// The members in insertion order, until the membership next changes.
+    @ObservationIgnored private var ordered: [LiveBook]?
+    /// The latest snapshot event per shape, shared by subscribers that join before the next change.
+    @ObservationIgnored var snapshots: [SubscriptionRequest.Shape: LiveEvent] = [:]
+
+    init(_ record: LibraryRecord, members: [LiveBook], seq: Int) {
+        id = record.id
+        name = record.name
+        address = record.address
+        bookCount = record.bookCount
+        version = record.version
+        createdAt = record.createdAt
+        updatedAt = record.updatedAt
+        self.members = Dictionary(members.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        baseSeq = seq
+        ordered = members
+    }
+
+    /// Takes the values of `record`, assigning only what differs.
+    func update(_ record: LibraryRecord) {
+        if name != record.name { name = record.name }
+        if address != record.address { address = record.address }
+        if bookCount != record.bookCount { bookCount = record.bookCount }
+        if version != record.version { version = record.version }
+        if createdAt != record.createdAt { createdAt = record.createdAt }
+        if updatedAt != record.updatedAt { updatedAt = record.updatedAt }
+    }
+
+    func add(_ book: LiveBook) {
+        members[book.id] = book
+        ordered = nil
+    }
+
+    func remove(_ bookID: String) {
+        members[bookID] = nil
+        ordered = nil
+    }
+
+    /// The members in insertion order (as `GET /libraries/{id}/books` lists them).
+    func orderedMembers() -> [LiveBook] {
+        if let ordered { return ordered }
+        let sorted = members.values.sorted { $0.order < $1.order }
+        ordered = sorted
+        return sorted
+    }
+
+    /// Reads one field, tracking that field alone (not through a `LibraryRecord`, which reads all).
+    func value(of field: LibraryField) -> FieldValue {
+        switch field {
+        case .id: .string(id)
+        case .name: .string(name)
+        case .address: FieldValue(address)
+        case .bookCount: .int(bookCount)
+        case .version: .int(version)
+        case .createdAt: .string(createdAt)
+        case .updatedAt: .string(updatedAt)
+        }
+    }
+
+    /// Tracks each of `fields` not tracked yet, and the membership when `members` is set.
+    func track(
+        _ fields: Set<LibraryField>,
+        members trackMembers: Bool,
+        changed: @escaping @LiveActor (LiveLibrary, LibraryField?) -> Void
+    ) {
+        for field in fields where field != .id && !armed.contains(field) {
+            armed.insert(field)
+            // Unowned, not weak: the tracker lives in this model's own registrar, so it can only
+            // fire while the model is alive, and a weak reference would give every model a side
+            // table, making each retain of it (a million for a big snapshot) take the slow path.
+            trackOnce({ _ = value(of: field) }) { [unowned self] in
+                armed.remove(field)
+                changed(self, field)
+            }
+        }
+        if trackMembers && !membersArmed {
+            membersArmed = true
+            trackOnce({ _ = members }) { [unowned self] in
+                membersArmed = false
+                changed(self, nil)
+            }
+        }
+    }
+}

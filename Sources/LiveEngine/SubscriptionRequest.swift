@@ -1,0 +1,54 @@
+import LibraryDomain
+
+/// What a subscriber watches and which fields it wants.
+package struct SubscriptionRequest: Sendable {
+    package typealias Target = LiveTarget
+
+    /// What a subscriber sees, apart from where it resumes: subscribers of one resource with the
+    /// same shape get the same events, built and encoded once for all of them.
+    struct Shape: Hashable {
+        var libraryFields: Set<LibraryField>
+        var bookFields: Set<BookField>
+        var members: Bool
+    }
+
+    package var target: Target
+    /// For a library: its own fields. Ignored for a book.
+    package var libraryFields: Set<LibraryField>
+    /// For a book: its fields; for a library: the fields of each member (`books.<field>`).
+    package var bookFields: Set<BookField>
+    /// For a library: whether the subscriber wants the membership of `books`.
+    package var members: Bool
+    /// `Last-Event-ID`: replay what came after it instead of sending a snapshot.
+    package var resumeAfter: Int?
+
+    package init(
+        target: Target,
+        libraryFields: Set<LibraryField> = [],
+        bookFields: Set<BookField> = [],
+        members: Bool = false,
+        resumeAfter: Int? = nil
+    ) {
+        self.target = target
+        self.libraryFields = libraryFields
+        self.bookFields = bookFields
+        self.members = members
+        self.resumeAfter = resumeAfter
+    }
+
+    var shape: Shape { Shape(libraryFields: libraryFields, bookFields: bookFields, members: members) }
+}
+
+/// Where a subscriber's events go: the API layer's event stream. Used on the live actor only.
+@LiveActor
+package protocol LiveEventSink: AnyObject {
+    /// Whether the connection keeps up, so an event sent now does not pile up behind others.
+    var isReady: Bool { get }
+    func send(_ event: LiveEvent)
+    /// Calls `callback` once the connection has sent what is queued (at once if it has).
+    func whenReady(_ callback: @escaping @Sendable () -> Void)
+    /// A comment line that keeps idle proxies from closing the stream.
+    func keepAlive()
+    /// Ends the stream.
+    func finish()
+}

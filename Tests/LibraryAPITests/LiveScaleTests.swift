@@ -1,0 +1,221 @@
+import Foundation
+import LibraryDomain
+import LibraryStorage
+import LiveEngine
+import TestSupport
+import Testing
+
+/// The live engine at real scale: work per change, folding when the live side falls behind,
+/// consistent snapshots and resumes while writes land, deletions across a reconnect.
+@Suite struct LiveScaleTests {
+    /// Inserts `count` books into `library` in one transaction; returns their ids in order.
+    static func fill(_ live: LiveServer, library: String, count: Int) throws -> [String] {
+        try live.store.writeAndWait { writer in
+            try (0..<count).map { index in
+                try writer.createBook(BookDraft(libraryId: library, title: "T\(index)")).id
+            }
+        }
+    }
+
+    /// Opens `path`, takes its snapshot's id and disconnects, as a client about to go away would.
+    static func snapshotID(_ live: LiveServer, _ path: String) throws -> String {
+        let stream = try live.events(path)
+        return try #require(try stream.next()?.id)
+    }
+
+    @Test func aChangeToOneMemberOfA10000BookLibrary_CostsWorkForThatMemberOnly() throws {
+        let live = try LiveServer()
+        let library = try live.createLibrary()
+        let ids = try Self.fill(live, library: library, count: 10_000)
+        let stream = try live.events("/libraries/\(library)/events?fields=bookCount,books.title")
+        let snapshot = try #require(try stream.next(timeout: 20_000))
+        #expect((snapshot.json["books"] as? [Any])?.count == 10_000)
+
+        for (round, id) in [ids[0], ids[5_000], ids[9_999]].enumerated() {
+            let before = live.hub.counters.applyWork.load(ordering: .relaxed)
+            let patch = try live.request("PATCH", "/books/\(id)", body: #"{"title":"changed \#(round)"}"#)
+            #expect(patch.status == 200)
+            let event = try #require(try stream.next())
+            let changed = (event.json["books"] as? [String: Any])?["changed"] as? [[String: Any]]
+            #expect(changed?.first?["title"] as? String == "changed \(round)")
+            let work = live.hub.counters.applyWork.load(ordering: .relaxed) - before
+            // One book touched, its library's delta, one subscriber: a handful of units, not 10,000.
+            #expect(work > 0 && work <= 8, "work for one member's change: \(work)")
+        }
+
+        let before = live.hub.counters.applyWork.load(ordering: .relaxed)
+        let created = try live.createBook(in: library, title: "joins")
+        let joined = try #require(try stream.next())
+        #expect(
+            ((joined.json["books"] as? [String: Any])?["added"] as? [[String: Any]])?.first?["id"] as? String == created
+        )
+        #expect(joined.json["bookCount"] as? Int == 10_001)
+        #expect(live.hub.counters.applyWork.load(ordering: .relaxed) - before <= 8)
+    }
+
+    @Test func resumingAcrossTheDeletionOfABook_GetsTheDeleteThenTheStreamEnds() throws {
+        let live = try LiveServer()
+        let library = try live.createLibrary()
+        let book = try live.createBook(in: library)
+        let lastID = try Self.snapshotID(live, "/books/\(book)/events?fields=title")
+        #expect(try live.request("PATCH", "/books/\(book)", body: #"{"title":"Dune Messiah"}"#).status == 200)
+        #expect(try live.request("DELETE", "/books/\(book)").status == 204)
+        let resumed = try live.events("/books/\(book)/events?fields=title", headers: ["Last-Event-ID": lastID])
+        #expect(resumed.head.status == 200)
+        let change = try #require(try resumed.next())
+        #expect(change.event == "change" && change.json["title"] as? String == "Dune Messiah")
+        let delete = try #require(try resumed.next())
+        #expect(delete.event == "delete" && delete.json["id"] as? String == book)
+        #expect(try resumed.next() == nil, "the stream ends after the delete")
+        // Without an id to resume from, a deleted book is simply not found.
+        #expect(try live.events("/books/\(book)/events").head.status == 404)
+    }
+
+    @Test func resumingAcrossTheDeletionOfALibrary_GetsTheDelete() throws {
+        let live = try LiveServer()
+        let library = try live.createLibrary()
+        _ = try live.createBook(in: library)
+        let lastID = try Self.snapshotID(live, "/libraries/\(library)/events?fields=name,books")
+        #expect(try live.request("DELETE", "/libraries/\(library)").status == 204)
+        let resumed = try live.events(
+            "/libraries/\(library)/events?fields=name,books", headers: ["Last-Event-ID": lastID])
+        #expect(resumed.head.status == 200)
+        let delete = try #require(try resumed.next())
+        #expect(delete.event == "delete" && delete.json["id"] as? String == library)
+        #expect(try resumed.next() == nil)
+    }
+
+    @Test func resumingFromBeforeTheKeptHistory_AfterADeletion_IsNotFound() throws {
+        let live = try LiveServer(history: 1)
+        let library = try live.createLibrary()
+        let book = try live.createBook(in: library)
+        let lastID = try Self.snapshotID(live, "/books/\(book)/events?fields=title")
+        // Enough changes that the log is pruned past the subscriber's id (pruning runs every 64).
+        for index in 0..<130 { _ = try live.createLibrary("filler \(index)") }
+        #expect(try live.request("DELETE", "/books/\(book)").status == 204)
+        let resumed = try live.events("/books/\(book)/events?fields=title", headers: ["Last-Event-ID": lastID])
+        #expect(resumed.head.status == 404)
+    }
+
+    /// Writers keep landing while subscribers join, disconnect and resume; with a tiny inbox and the
+    /// live side held busy, committed changes fold. Every subscriber still ends equal to the database.
+    @Test(arguments: [4_096, 2])
+    func subscribersJoiningAndResumingWhileWritesLand_ConvergeToTheDatabase(inboxCapacity: Int) throws {
+        let live = try LiveServer(inboxCapacity: inboxCapacity)
+        let library = try live.createLibrary()
+        let other = try live.createLibrary("Other")
+        let books = try Self.fill(live, library: library, count: 200)
+
+        let writing = WriterThreads(live: live, books: books, libraries: [library, other], threads: 2)
+        var streams: [(stream: EventStreamClient, path: String, model: SubscriberModel)] = []
+        for index in 0..<12 {
+            let path: String
+            let model: SubscriberModel
+            if index % 3 == 0 {
+                path = "/libraries/\(library)/events?fields=bookCount,books.title,books.available"
+                let stream = try live.events(path)
+                model = SubscriberModel(
+                    stream: stream, isLibrary: true, id: library, fields: ["bookCount"],
+                    memberFields: ["title", "available"], members: true)
+            } else {
+                let id = books[index * 13 % books.count]
+                path = "/books/\(id)/events?fields=title,libraryId,available"
+                let stream = try live.events(path)
+                model = SubscriberModel(
+                    stream: stream, isLibrary: false, id: id, fields: ["title", "libraryId", "available"],
+                    memberFields: [], members: false)
+            }
+            #expect(model.stream.head.status == 200)
+            model.apply(try #require(try model.stream.next(timeout: 10_000)))
+            streams.append((model.stream, path, model))
+            if inboxCapacity < 10 && index == 6 {
+                // Hold the live side busy while commits pile up behind it, so they fold.
+                LiveActor.enqueue { usleep(300_000) }
+            }
+        }
+        // Half the subscribers reconnect with the last id they saw, while writes go on.
+        var lastIDs: [String?] = []
+        for (index, entry) in streams.enumerated() {
+            var lastID: String?
+            for event in entry.stream.drain(quiet: 50) {
+                entry.model.apply(event)
+                lastID = event.id ?? lastID
+            }
+            lastIDs.append(lastID)
+            guard index % 2 == 1 else { continue }
+            let resumed = try live.events(entry.path, headers: lastID.map { ["Last-Event-ID": $0] } ?? [:])
+            #expect(resumed.head.status == 200)
+            let model = SubscriberModel(
+                stream: resumed, isLibrary: entry.model.isLibrary, id: entry.model.id, fields: entry.model.fields,
+                memberFields: entry.model.memberFields, members: entry.model.members)
+            model.state = entry.model.state
+            model.memberStates = entry.model.memberStates
+            streams[index] = (resumed, entry.path, model)
+        }
+        let statuses = writing.stop()
+        #expect(!statuses.isEmpty && statuses.allSatisfy { $0 == 200 }, "every write was accepted")
+        if inboxCapacity < 10 { #expect(live.hub.counters.folded.load(ordering: .relaxed) > 0) }
+
+        for (_, _, model) in streams {
+            for event in model.stream.drain(quiet: 500) { model.apply(event) }
+            if model.isLibrary {
+                let page = try live.request("GET", "/libraries/\(library)/books?limit=500")
+                let items = page.json["items"] as? [[String: Any]] ?? []
+                #expect(Set(model.memberStates.keys) == Set(items.compactMap { $0["id"] as? String }))
+                for item in items {
+                    let state = model.memberStates[item["id"] as? String ?? ""] ?? [:]
+                    #expect(LiveRandomizedTests.same(state["title"], item["title"]))
+                    #expect(LiveRandomizedTests.same(state["available"], item["available"]))
+                }
+                let record = try live.request("GET", "/libraries/\(library)")
+                #expect(LiveRandomizedTests.same(model.state["bookCount"], record.json["bookCount"]))
+            } else {
+                let book = try live.request("GET", "/books/\(model.id)")
+                for field in model.fields {
+                    #expect(LiveRandomizedTests.same(model.state[field], book.json[field]), "book \(field)")
+                }
+            }
+        }
+        #expect(live.hub.counters.lag == 0)
+    }
+}
+
+/// Threads PATCHing random books (titles, availability, moves between two libraries) until stopped.
+final class WriterThreads: @unchecked Sendable {  // `statuses` is behind `lock`; `running` too
+    private let lock = NSLock()
+    private var statuses: [Int] = []
+    private var running = true
+    private let group = DispatchGroup()
+
+    init(live: LiveServer, books: [String], libraries: [String], threads: Int) {
+        let port = live.port
+        for thread in 0..<threads {
+            group.enter()
+            Thread.detachNewThread { [self] in
+                defer { group.leave() }
+                var random = SeededGenerator(state: 0x5DEE_CE66_D &+ UInt64(thread))
+                guard let connection = try? TestConnection(port: port) else { return }
+                var step = 0
+                while lock.withLock({ running }) && step < 5_000 {
+                    step += 1
+                    let book = books.randomElement(using: &random)!
+                    let body: String
+                    switch Int.random(in: 0..<4, using: &random) {
+                    case 0: body = #"{"libraryId":"\#(libraries.randomElement(using: &random)!)"}"#
+                    case 1: body = #"{"available":\#(Bool.random(using: &random))}"#
+                    default: body = #"{"title":"w\#(thread)-\#(step)"}"#
+                    }
+                    let status = (try? connection.request("PATCH", "/books/\(book)", body: body).status) ?? -1
+                    lock.withLock { statuses.append(status) }
+                }
+            }
+        }
+    }
+
+    /// Stops the writers, waits for them (bounded), and returns every write's status.
+    func stop() -> [Int] {
+        lock.withLock { running = false }
+        _ = group.wait(timeout: .now() + 30)
+        return lock.withLock { statuses }
+    }
+}
