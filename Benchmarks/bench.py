@@ -383,13 +383,14 @@ def svg_chart(results):
     return "\n".join(parts) + "\n"
 
 
-def update_readme(text):
+def update_readme(text, block="benchmark"):
+    """Replaces README.md's text between `<!-- BLOCK:begin -->` and `<!-- BLOCK:end -->`."""
     path = os.path.join(ROOT, "README.md")
     with open(path) as readme:
         content = readme.read()
-    begin, end = "<!-- benchmark:begin -->", "<!-- benchmark:end -->"
+    begin, end = "<!-- %s:begin -->" % block, "<!-- %s:end -->" % block
     if begin not in content or end not in content:
-        log("README.md has no benchmark markers; not updated")
+        log("README.md has no %s markers; not updated" % block)
         return
     head, rest = content.split(begin, 1)
     _, tail = rest.split(end, 1)

@@ -107,6 +107,11 @@ while kill -0 "$FANOUT_PID" 2>/dev/null; do
         echo "== server VmRSS with subscribers connected: $RSS_AFTER KiB" \
             "(library_sse_subscribers $SUBSCRIBERS_METRIC, library_http_open_connections $OPEN_METRIC)"
         CPU_BEFORE=$(cpu_ticks)
+        # PERF_OUT=FILE: a CPU profile of the server during the rounds (perf record -g).
+        if [[ -n ${PERF_OUT:-} ]]; then
+            perf record -g -p "$SERVER_PID" -o "$PERF_OUT" -- sleep "${PERF_SECONDS:-8}" >/dev/null 2>&1 &
+            sleep 0.5
+        fi
         kill -USR1 "$FANOUT_PID"
         break
     fi

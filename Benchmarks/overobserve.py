@@ -44,7 +44,7 @@ class Stream:
     def __init__(self, port, book, fields):
         self.book, self.fields = book, set(fields)
         self.socket = socket.create_connection(("127.0.0.1", port))
-        request = "GET /books/%s/events?fields=%s HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\r\n" % (
+        request = "GET /books/%s/events?fields=%s HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n" % (
             book, ",".join(fields))
         self.socket.sendall(request.encode())
         self.socket.setblocking(False)

@@ -41,4 +41,11 @@ timeout 120 python3 "$HERE/overobserve.py" "$PORT" 1200 60 100 || { echo "FAIL: 
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID" || { echo "FAIL: the server exited with $?" >&2; failed=1; }
 SERVER_PID=
+# The live benchmark, short: two library sizes, 3 s of writes each, every title checked.
+timeout 300 python3 "$HERE/live.py" --server "$SERVER" --sizes 200,5000 --seconds 3 --no-readme \
+    || { echo "FAIL: live.py" >&2; failed=1; }
+# SSE fan-out, short: 300 subscribers of one book, 3 changes, every event delivered.
+SERVER="$SERVER" timeout 300 bash "$HERE/fanout.sh" 300 3 >"$WORK/fanout.log" 2>&1 \
+    || { tail -20 "$WORK/fanout.log" >&2; echo "FAIL: fanout.sh" >&2; failed=1; }
+grep '^RESULT ' "$WORK/fanout.log" || true
 exit "$failed"

@@ -16,7 +16,15 @@ or abusive requests as raw bytes, each on a fresh connection to 127.0.0.1:
     non-object documents;
   * hostile URLs: bad percent-encoding in path and query, absurd ``limit`` and ``cursor`` values;
   * protocol confusion: HTTP/2 preface, HTTP/3.0, HTTP/0.9-style lines, no Host, absolute-form
-    targets naming other hosts, a 10 KiB method, a lowercase method.
+    targets naming other hosts, a 10 KiB method, a lowercase method;
+  * API abuse (issue 12): If-Match tags that are equal as numbers but not as text ("+1", "01"),
+    a 1 MiB body of 60,000 unknown members (the 422 must stay small), a write without
+    Content-Type (a browser's no-cors request), a Host naming another site (DNS rebinding: 421).
+  * `Expect: 100-continue` with the body held back: a head refused for its route, method, media
+    type or length gets its final status at once, never a 100 first; HTTP/1.0 never gets a 100.
+
+Then: 150 requests with invented 3,000-byte methods must not grow /metrics by more than a few
+lines (labels come from a closed set), and a flood of concurrent health checks is answered.
 
 Each case must be answered with a 4xx (or 501/505), or the connection closed without a response:
 never a 2xx, never a 5xx, never a hang. Hostile bodies carry otherwise valid writes (and smuggling
@@ -25,21 +33,29 @@ Two shapes RFC 9112 lets a server accept are recorded rather than required to fa
 endings (section 2.2, "MAY recognize a single LF") and absolute-form targets (section 3.2.2, "MUST
 accept the absolute-form"); for them the normal answer is also allowed, and printed.
 
-Afterwards: a complete request sent together with end-of-stream is answered and the connection
-closed; GET /healthz answers 200 promptly; GET /libraries and GET /books hold exactly the library
+Alongside the cases, a client that sends only CRLF every 2 s must be closed by the 10 s request
+timeout (blank lines are not activity). Afterwards: a complete request sent together with
+end-of-stream is answered and the connection closed; two pipelined requests followed by our FIN
+(in the same segment, or just after) are both answered, 40 times in a row; GET /healthz answers 200 promptly; GET /libraries and GET /books hold exactly the library
 and book written at the start, with the same JSON as before (no hostile request wrote
 anything); the process is still alive, it stops with exit 0 on SIGTERM, and its stderr has no
 `error` or `critical` line (bad input is the client's mistake, not a server error).
 
+Then a second server runs under RLIMIT_NOFILE 128 with `--max-connections 1000`: it must log
+that it lowered the cap, answer each of 200 simultaneous clients (200, or 503 past the cap)
+instead of hanging on EMFILE, stay idle while they hold on, and serve again once they are gone.
+
 Usage: scripts/hostile-requests.py SERVER_BINARY
 Prints one `ok - ...` or `FAIL - ...` line per check, then `hostile-requests: N passed, M failed`;
-exits 1 when anything failed. Takes about 15 s and never more than TIME_LIMIT seconds.
+exits 1 when anything failed. Takes about 30 s and never more than TIME_LIMIT seconds.
 """
 
 import concurrent.futures
 import json
 import os
 import re
+import resource
+import select
 import socket
 import sys
 import time
@@ -54,6 +70,9 @@ TIME_LIMIT = 120  # seconds for the whole run; a watchdog stops everything past 
 CASE_TIMEOUT = 5.0  # seconds a case may take to be answered (or closed)
 SLOW_CASE_TIMEOUT = 15.0  # for cases that must run into the server's 10 s request timeout
 EOF_REACTION = 2.0  # seconds within which a client's end-of-stream must end a pending request
+PIPELINE_ROUNDS = 40  # rounds of two pipelined requests and a half-close; one in three failed before
+BLANK_LINE_WATCH = 25.0  # seconds a CRLF-only client is watched for the server's close
+LOW_FD_LIMIT, LOW_FD_CLIENTS = 128, 200  # RLIMIT_NOFILE of the second server, clients sent to it
 CRLF = b"\r\n"
 
 
@@ -70,6 +89,7 @@ class Outcome:
     after: str = ""  # what the connection did after the response (or instead of one)
     garbage: bytes = b""  # bytes that were not a well-formed response
     hung: bool = False  # neither a response nor a close before our deadline
+    informational: bool = False  # a 1xx (100 Continue) came before the final response
     seconds: float = 0.0
 
     @property
@@ -115,6 +135,7 @@ def read_response(sock, deadline, outcome):
                 return
             status = int(match.group(1))
             if 100 <= status < 200:
+                outcome.informational = True
                 continue
             headers = parse_headers(head)
             length = int(headers.get("content-length", "0"))
@@ -503,9 +524,63 @@ def protocol_cases():
     ]
 
 
+def api_abuse_cases(library_id, book_id):
+    def if_match(tag):
+        return post(f"/books/{book_id}", b'{"title":"If-Match was read as a number"}', f"If-Match: {tag}",
+                     method="PATCH")
+
+    members = b",".join(b'"m%d":0' % index for index in range(60_000))
+    many = b'{"name":"many",' + members + b"}"
+    return [
+        Case('If-Match "+1" on version 1 (strong comparison is exact text)', if_match('"+1"'),
+             accept=status_is(412)),
+        Case('If-Match "01" on version 1', if_match('"01"'), accept=status_is(412)),
+        Case(f"422 for 60,000 unknown members ({len(many):,} bytes) stays under 8 KiB",
+             post("/libraries", many), accept=lambda outcome: outcome.status == 422 and len(outcome.body) < 8192),
+        Case("POST without Content-Type (a no-cors browser request)",
+             request("POST /libraries HTTP/1.1", host(), f"Content-Length: {len(LIBRARY)}", body=LIBRARY),
+             accept=status_is(415)),
+        Case("PATCH without Content-Type", request(f"PATCH /books/{book_id} HTTP/1.1", host(), "Content-Length: 2",
+                                                   body=b"{}"), accept=status_is(415)),
+        Case("Host naming another site (DNS rebinding)", request("GET /books HTTP/1.1", "Host: rebind.example"),
+             accept=status_is(421)),
+        Case("write with a Host naming another site", post("/libraries", LIBRARY).replace(
+            host().encode(), b"Host: rebind.example:80"), accept=status_is(421)),
+    ]
+
+
+def expect_cases():
+    """`Expect: 100-continue` with the body held back: a head the server refuses is answered at once
+    with its final status, never after a 100 (the client would upload its body for nothing);
+    an HTTP/1.0 request never gets a 100 (RFC 9110 10.1.1), so held back it times out."""
+    def waiting(method, path, *headers, version="HTTP/1.1", length=len(LIBRARY)):
+        hosts = (host(),) if version == "HTTP/1.1" else ()
+        return request(f"{method} {path} {version}", *hosts, "Expect: 100-continue",
+                       f"Content-Length: {length}", *headers)
+
+    def final(code):
+        return lambda outcome: not outcome.informational and outcome.status == code
+
+    json_type = "Content-Type: application/json"
+    return [
+        Case("Expect: 100-continue to an unknown route", waiting("POST", "/nowhere", json_type), accept=final(404)),
+        Case("Expect: 100-continue with a method the route lacks", waiting("PATCH", "/libraries", json_type),
+             accept=final(405)),
+        Case("Expect: 100-continue with a body that is not JSON",
+             waiting("POST", "/libraries", "Content-Type: text/plain"), accept=final(415)),
+        Case("Expect: 100-continue with Content-Length over 1 MiB",
+             waiting("POST", "/libraries", json_type, length=2 << 20), accept=final(413)),
+        Case("Expect: 100-continue on HTTP/1.0, body held back",
+             waiting("POST", "/libraries", json_type, version="HTTP/1.0"),
+             accept=lambda outcome: not outcome.informational and timed_out(outcome), timeout=SLOW_CASE_TIMEOUT,
+             note="RFC 9110 10.1.1: never a 100 to HTTP/1.0; expected a 408 at the request timeout"),
+    ]
+
+
 def all_cases(library_id, book_id):
     return (smuggling_cases() + header_syntax_cases() + size_limit_cases() + chunked_framing_cases()
-            + short_body_cases() + json_cases(library_id, book_id) + url_cases() + protocol_cases())
+            + short_body_cases() + json_cases(library_id, book_id) + url_cases() + protocol_cases()
+            + api_abuse_cases(library_id, book_id) + expect_cases())
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -562,12 +637,146 @@ def check_eof_after_request(report, port):
                  f" [expected 200, then a close within {EOF_REACTION:.0f} s]")
 
 
+def metrics_text(port):
+    with connect(port) as sock:
+        sock.sendall(request("GET /metrics HTTP/1.1", host(), "Connection: close"))
+        outcome = Outcome()
+        read_response(sock, time.monotonic() + CASE_TIMEOUT, outcome)
+    return outcome.body.decode("utf-8", "replace")
+
+
+def check_metrics_labels(report, port):
+    """Invented methods must not add label values (and lines) to /metrics: issue 12, defect 2."""
+    before = metrics_text(port)
+    payloads = [request(f"X{index:03d}" + "M" * 3000 + " /books HTTP/1.1", host()) for index in range(150)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(lambda payload: exchange(port, payload), payloads))
+    after = metrics_text(port)
+    grown = len(after) - len(before)
+    report.check("X000" not in after and grown < 2000,
+                 f"/metrics after 150 requests with invented 3,000-byte methods: grew {grown} bytes"
+                 " [labels come from a closed set]")
+
+
+def check_health_flood(report, port):
+    """200 concurrent health checks share one probe of the write lock and are all answered."""
+    def health(_):
+        return exchange(port, request("GET /healthz HTTP/1.1", host(), "Connection: close"))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=64) as pool:
+        outcomes = list(pool.map(health, range(200)))
+    answered = sum(outcome.status == 200 for outcome in outcomes)
+    report.check(answered == 200, f"200 concurrent GET /healthz: {answered} answered 200")
+
+
+def read_to_eof(sock, deadline):
+    """Everything the server sends until it closes; (bytes, closed) where closed is False when
+    the deadline came first."""
+    data = b""
+    try:
+        while chunk := recv_some(sock, deadline):
+            data += chunk
+        return data, True
+    except TimeoutError:
+        return data, False
+    except ConnectionResetError:
+        return data, True
+
+
+def check_pipelined_then_eof(report, port, rounds=PIPELINE_ROUNDS):
+    """Two pipelined GET /healthz, then our FIN: both are answered, then the connection closes.
+    Half the rounds send the FIN in the same segment (corked), half just after, where it used to
+    arrive while the first answer was pending and close the connection after it (issue 12, 1)."""
+    two = request("GET /healthz HTTP/1.1", host()) * 2
+    answered = []
+    for index in range(rounds):
+        with connect(port) as sock:
+            corked = index % 2 == 0
+            if corked:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+            sock.sendall(two)
+            sock.shutdown(socket.SHUT_WR)
+            data, closed = read_to_eof(sock, time.monotonic() + CASE_TIMEOUT)
+            answered.append((data.count(b"HTTP/1.1 200 "), closed))
+    complete = sum(1 for count, closed in answered if count == 2 and closed)
+    report.check(complete == rounds,
+                 f"two pipelined GET /healthz then half-close, {rounds} rounds: {complete} answered both and "
+                 f"closed (answers per round: {sorted(set(count for count, _ in answered))})")
+
+
+def check_blank_lines(report, port):
+    """A client that sends only CRLF every 2 s is closed by the first-request timeout (10 s): blank
+    lines before a request are not activity (issue 12, 10). Runs ~10 s, alongside the cases."""
+    started = time.monotonic()
+    closed_after = None
+    with connect(port) as sock:
+        while closed_after is None and time.monotonic() - started < BLANK_LINE_WATCH:
+            try:
+                sock.sendall(CRLF)
+                readable, _, _ = select.select([sock], [], [], 2.0)
+                if readable and not sock.recv(65536):
+                    closed_after = time.monotonic() - started
+            except (BrokenPipeError, ConnectionResetError):
+                closed_after = time.monotonic() - started
+    shown = f"closed after {closed_after:.1f} s" if closed_after else f"still open after {BLANK_LINE_WATCH:.0f} s"
+    report.check(closed_after is not None and closed_after <= SLOW_CASE_TIMEOUT,
+                 f"CRLF every 2 s and never a request: {shown} [expected a close by the 10 s request timeout]")
+
+
 def run(report, server):
     library, book = create_fixtures(server.port)
     print(f"# server on port {server.port}; library {library['id']}, book {book['id']}")
-    run_cases(report, server.port, all_cases(library["id"], book["id"]))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as side:
+        blank_lines = side.submit(check_blank_lines, report, server.port)
+        run_cases(report, server.port, all_cases(library["id"], book["id"]))
+        blank_lines.result()
+    check_metrics_labels(report, server.port)
+    check_health_flood(report, server.port)
     check_eof_after_request(report, server.port)
+    check_pipelined_then_eof(report, server.port)
     check_state(report, server, library, book)
+
+
+def run_out_of_descriptors(report, server):
+    """Under `ulimit -n 128` the server lowered --max-connections (and logged it). 200 clients at
+    once each get an answer (200, or a 503 past the cap) instead of hanging while accept fails
+    with EMFILE, the server does not spin while they hold on, and once they are gone a new client
+    is served (issue 12, 9)."""
+    lowered = [line for line in server.stderr_lines() if "max-connections lowered" in line]
+    report.check(bool(lowered), f"under ulimit -n {LOW_FD_LIMIT}: {shorten(lowered[0], 160) if lowered else 'no line'}"
+                                " [expected one line saying max-connections was lowered]")
+    clients, statuses = [], []
+    for _ in range(LOW_FD_CLIENTS):
+        sock = connect(server.port)
+        sock.sendall(request("GET /healthz HTTP/1.1", host()))
+        clients.append(sock)
+    for sock in clients:
+        outcome = Outcome()
+        read_response(sock, time.monotonic() + CASE_TIMEOUT, outcome)
+        statuses.append(outcome.status)
+    counts = {status: statuses.count(status) for status in set(statuses)}
+    report.check(set(statuses) <= {200, 503} and 503 in statuses,
+                 f"{LOW_FD_CLIENTS} clients at once under ulimit -n {LOW_FD_LIMIT}: {counts} "
+                 "[expected 200 or 503 each, None is no answer]")
+    before = cpu_seconds(server.pid)
+    time.sleep(2)
+    spent = cpu_seconds(server.pid) - before
+    report.check(spent < 0.5, f"CPU while {LOW_FD_CLIENTS} clients hold on: {spent:.2f} s in 2 s [expected idle]")
+    for sock in clients:
+        sock.close()
+    time.sleep(0.5)
+    status, body = http(server.port, "GET", "/healthz")
+    report.check(status == 200, f"GET /healthz once they are gone: {status} {body}")
+
+
+def cpu_seconds(pid):
+    """User plus system CPU time of a process, from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def low_fd_limit():
+    resource.setrlimit(resource.RLIMIT_NOFILE, (LOW_FD_LIMIT, LOW_FD_LIMIT))
 
 
 def main():
@@ -579,6 +788,8 @@ def main():
     started = time.monotonic()
     if run_server(report, sys.argv[1], lambda server: run(report, server), holder, stop_timeout=15):
         print(f"# {time.monotonic() - started:.1f} s")
+    run_server(report, sys.argv[1], lambda server: run_out_of_descriptors(report, server), holder, stop_timeout=15,
+               arguments=["--max-connections", "1000"], preexec_fn=low_fd_limit)
     return report.summary()
 
 

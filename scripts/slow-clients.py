@@ -26,6 +26,8 @@ must not read from):
     coalesced (``library_sse_changes_coalesced_total``); once we do read, each stream ends in EOF;
   * a greedy client that pipelines 50,000 GET /healthz at once (~2 MiB, about twice the input the
     server buffers per connection) while reading the answers gets every one of them;
+  * a client that reads a 500-book page (~480 KB) slowly but steadily, 2 KB every 200 ms, gets
+    all of it in ~50 s: only a client that takes nothing for the 30 s write timeout is dropped;
   * afterwards ``library_http_open_connections`` is back to a handful and
     ``library_sse_subscribers`` to 0, the server still answers, stops with exit 0 on SIGTERM, and
     logged no `error` or `critical` line.
@@ -33,7 +35,7 @@ must not read from):
 Usage: scripts/slow-clients.py SERVER_BINARY [--scale F | --quick]
 Raises its own RLIMIT_NOFILE soft limit to the hard limit. Talks to 127.0.0.1 only. Prints one
 `ok - ...` / `FAIL - ...` line per check, `# ...` lines with measurements, then
-`slow-clients: N passed, M failed`; exits 1 when anything failed. Takes 65-80 s whatever the
+`slow-clients: N passed, M failed`; exits 1 when anything failed. Takes 130-150 s whatever the
 scale (the timeouts set the pace) and never more than TIME_LIMIT seconds.
 """
 
@@ -71,6 +73,10 @@ PROBE_MAX_LATENCY = 1.0
 SMALL_CONNECTION_COUNT = 5  # open connections we call "a handful" once every client is gone
 PIPELINED = 50_000  # GET /healthz requests a greedy client sends at once: ~2 MiB
 PIPELINE_SILENCE = 15.0  # seconds without an answer after which the pipeline is declared stuck
+WRITE_TIMEOUT = 30  # the server's: output a client takes nothing of for 30 s ends the connection
+STEADY_BOOKS = 500  # books in the page a slow but steady client reads: ~480 KB
+STEADY_READ, STEADY_PAUSE = 2048, 0.2  # bytes it reads, then seconds it waits: ~10 KB/s, ~50 s
+STEADY_LIMIT = 100.0  # seconds it may take at most
 
 
 # --- the server under test ------------------------------------------------------------------
@@ -513,6 +519,55 @@ def check_deep_pipeline(report, port):
 # --- the run --------------------------------------------------------------------------------
 
 
+def check_steady_slow_reader(report, port):
+    """A client that reads a large response (500 books, ~480 KB) slowly but steadily, 2 KB every
+    200 ms, gets all of it although that takes ~50 s: the write timeout counts the time since the
+    client last took bytes, not since the server's buffers first filled (issue 12, 8). A small
+    MSS and receive buffer keep the kernel from taking the whole response off the server's hands."""
+    client = Client(port)
+    try:
+        status, body = client.request("POST", "/libraries", {"name": "Steady Reader Library"})
+        library_id = json.loads(body)["id"]
+        statuses = [client.request("POST", "/books", {"libraryId": library_id, "title": f"{n:03d} " + "t" * 496,
+                                                      "author": "a" * 300})[0]
+                    for n in range(STEADY_BOOKS)]
+    finally:
+        client.close()
+    if set(statuses) != {201}:
+        report.check(False, f"creating {STEADY_BOOKS} books for the steady reader: {sorted(set(statuses))}")
+        return
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SUBSCRIBER_RCVBUF)
+    sock.settimeout(IO_TIMEOUT)
+    sock.connect((HOST, port))
+    sock.sendall(f"GET /libraries/{library_id}/books?limit={STEADY_BOOKS} HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
+    started, data, ended, expected = time.monotonic(), b"", None, None
+    try:
+        while time.monotonic() - started < STEADY_LIMIT:
+            chunk = sock.recv(STEADY_READ)
+            if not chunk:
+                ended = time.monotonic() - started
+                break
+            data += chunk
+            if expected is None and b"\r\n\r\n" in data:
+                head = data.split(b"\r\n\r\n", 1)[0]
+                expected = len(head) + 4 + int(re.search(rb"content-length:\s*(\d+)", head, re.IGNORECASE).group(1))
+            if expected is not None and len(data) >= expected:
+                break
+            time.sleep(STEADY_PAUSE)
+    except ConnectionResetError:
+        ended = time.monotonic() - started
+    finally:
+        sock.close()
+    seconds = time.monotonic() - started
+    complete = expected is not None and len(data) >= expected
+    shown = f"all {len(data)} bytes in {seconds:.0f} s" if complete else (
+        f"cut off after {ended:.0f} s" if ended is not None else "not done in time") + f", {len(data)} bytes"
+    report.check(complete, f"a client reading {STEADY_READ} B every {STEADY_PAUSE * 1000:.0f} ms of "
+                           f"{STEADY_BOOKS} books: {shown} [the {WRITE_TIMEOUT} s write timeout counts inactivity]")
+
+
 def raise_fd_limit(needed):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -581,6 +636,7 @@ def run(report, server, heads_count, silent_count, subscriber_count):
     check_gauges_settle(report, port)
     check_streams_end(report, subscribers)
     check_deep_pipeline(report, port)
+    check_steady_slow_reader(report, port)
     status, body = get_json(port, "/healthz")
     report.check(status == 200 and server.alive(), f"the server still answers GET /healthz: {status} {body}")
 

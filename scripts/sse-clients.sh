@@ -6,7 +6,9 @@
 #   2. headless Chromium: a page's `EventSource` gets the snapshot and the changes; the server is
 #      stopped with SIGTERM and restarted on the same port and database; the browser reconnects by
 #      itself (sending Last-Event-ID), gets the later changes with no second snapshot, and after the
-#      book is deleted stops reconnecting.
+#      book is deleted stops reconnecting. This server runs with `--read-token`, and the page passes
+#      the token as `?access_token=` (EventSource cannot send headers); without it the stream is a
+#      401, and the token never shows in the server's log.
 #
 # Usage: scripts/sse-clients.sh [SERVER_BINARY]   (or SERVER=... ; default .build/debug/library-server)
 # Installs curl and Debian's chromium with apt-get when they are missing (needs root).
@@ -62,11 +64,12 @@ STARTED=$SECONDS
 # --- helpers -----------------------------------------------------------------------------------
 
 URL=""
+SERVER_EXTRA=()   # more flags for start_server
 # start_server NAME PORT DATABASE: starts the server, sets SERVER_PID and URL.
 start_server() {
     local name=$1 port=$2 database=$3 i line=""
     "$SERVER" --port "$port" --database "$database" --log-level warning --cors-origin '*' \
-        --heartbeat-interval 1 >"$WORK/$name.out" 2>"$WORK/$name.err" &
+        --heartbeat-interval 1 ${SERVER_EXTRA[@]+"${SERVER_EXTRA[@]}"} >"$WORK/$name.out" 2>"$WORK/$name.err" &
     SERVER_PID=$!
     for ((i = 0; i < 200; i++)); do
         if [[ $(wc -l <"$WORK/$name.out") -ge 1 ]]; then
@@ -265,8 +268,10 @@ cat >"$page" <<'HTML'
     list.textContent += line + '\n';
     console.log('sse-page ' + line);
   }
+  // ?token=T: the server's read token, sent as access_token (EventSource cannot send headers).
+  const token = query.get('token') ? '&access_token=' + encodeURIComponent(query.get('token')) : '';
   const source = new EventSource(
-    query.get('server') + '/books/' + encodeURIComponent(query.get('book')) + '/events?fields=title');
+    query.get('server') + '/books/' + encodeURIComponent(query.get('book')) + '/events?fields=title' + token);
   source.onopen = () => record('open');
   source.onerror = () => record('error ' + source.readyState);
   for (const type of ['snapshot', 'change', 'delete']) {
@@ -302,9 +307,21 @@ wait_page() {
 release_gate() { timeout 5 bash -c ': >"$1"' _ "$gate"; }
 
 database=$WORK/library.sqlite
+READ_TOKEN="sse-clients-read-$RANDOM$RANDOM"
+SERVER_EXTRA=(--read-token "$READ_TOKEN")
+# stream_status [CURL ARGS...]: the status of GET the book's stream (the stream cut after 1 s).
+stream_status() {
+    curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$@" "$URL/books/$BOOK/events?fields=title" || true
+}
 if start_server browser-server 0 "$database" && make_book "b0"; then
     port=${URL##*:}
-    page_url="file://$page?server=$URL&book=$BOOK"
+    check "curl: with --read-token, the stream without a token is a 401" test "$(stream_status)" = 401
+    check "curl: with a wrong access_token, a 401" \
+        test "$(curl -sS -o /dev/null -w '%{http_code}' --max-time 1 \
+            "$URL/books/$BOOK/events?fields=title&access_token=wrong" || true)" = 401
+    check "curl: with the read token as a bearer header, the stream opens" \
+        test "$(stream_status -H "Authorization: Bearer $READ_TOKEN")" = 200
+    page_url="file://$page?server=$URL&book=$BOOK&token=$READ_TOKEN"
     timeout -k 5 240 chromium --headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage \
         --user-data-dir="$WORK/profile" --no-first-run --no-default-browser-check \
         --disable-background-networking --disable-component-update --disable-extensions \
@@ -390,6 +407,8 @@ if start_server browser-server 0 "$database" && make_book "b0"; then
         echo "---"
     fi
     [[ -z $SERVER_PID ]] || check "chromium: server exits with status 0 on SIGTERM" stop_server 10
+    check "chromium: the read token never shows in the server's log" \
+        bash -c '! grep -qF -- "$1" "$2"/browser-server*.err' _ "$READ_TOKEN" "$WORK"
 else
     fail "chromium: start the server with a database file and create a book"
 fi

@@ -72,15 +72,17 @@ def shorten(text, limit):
 
 
 class Server:
-    """The binary on a fresh temporary database, stdout read for the ready line, stderr to a file."""
+    """The binary on a fresh temporary database, stdout read for the ready line, stderr to a file.
+    `arguments` are added to the command line; `preexec_fn` runs in the child before it starts
+    (to lower a resource limit, say)."""
 
-    def __init__(self, binary, workdir):
+    def __init__(self, binary, workdir, arguments=(), preexec_fn=None):
         self.stderr_path = os.path.join(workdir, "server.stderr")
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(
                 [binary, "--port", "0", "--database", os.path.join(workdir, "lib.sqlite"),
-                 "--log-level", "warning"],
-                stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL)
+                 "--log-level", "warning", *arguments],
+                stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
         try:
             self.port = self._read_port(timeout=10)
         except RuntimeError:
@@ -144,14 +146,15 @@ def check_stderr(report, server, most=None, show=lambda line: shorten(line, 200)
 
 
 def run_server(report, binary, run, holder, stop_timeout=20, stderr_most=None,
-               stderr_show=lambda line: shorten(line, 200)):
+               stderr_show=lambda line: shorten(line, 200), arguments=(), preexec_fn=None):
     """Starts the server on a fresh temporary directory named after the report (a failure to start
     is a failed check, and returns False) and puts it in `holder` for the watchdog; calls
     run(server), where an OSError or RuntimeError is a failed check ("the run stopped early");
-    then stops it with SIGTERM, which must give exit status 0, and checks its stderr. Returns True."""
+    then stops it with SIGTERM, which must give exit status 0, and checks its stderr. Returns True.
+    `arguments` and `preexec_fn` are passed on to `Server`."""
     with tempfile.TemporaryDirectory(prefix=f"{report.name}-") as workdir:
         try:
-            server = Server(os.path.abspath(binary), workdir)
+            server = Server(os.path.abspath(binary), workdir, arguments, preexec_fn)
         except (OSError, RuntimeError) as error:
             report.check(False, f"could not start the server: {error}")
             return False
@@ -168,12 +171,12 @@ def run_server(report, binary, run, holder, stop_timeout=20, stderr_most=None,
 
 
 def start_watchdog(report, holder, limit):
-    """Past `limit` seconds: kill the server (holder[0], once there is one), print the summary so
+    """Past `limit` seconds: kill every server in `holder` (once there is one), print the summary so
     far with one more failure, exit 2."""
     def expire(*_):
         report.check(False, f"the run took more than {limit} s; stopping")
-        if holder:
-            holder[0].process.kill()
+        for server in holder:
+            server.process.kill()
         report.summary()
         os._exit(2)
 

@@ -1,0 +1,370 @@
+#!/usr/bin/env python3
+"""The live engine at real sizes: one `books.title` subscriber on a library of N books under
+sustained PATCH load on random members, subscribers joining it under that load, and (through
+bench.py) fan-out to thousands of subscribers of one book.
+
+    Benchmarks/live.py [--sizes 100,10000,100000,1000000] [--seconds 30] [--server PATH]
+
+For each size: a database with one library holding N books (Benchmarks/seed.py), a fresh server
+on it, one subscriber of `/libraries/{id}/events?fields=books.title` (a raw-socket client that
+rebuilds every title from its events), a joiner measuring the time to a full snapshot before the
+load, then (a) wrk PATCHing random members' titles for `--seconds`, and (b) a third as long again
+while a new subscriber joins every two seconds. Each title carries the time it was sent, so the
+subscriber measures PATCH-to-event latency. RSS and `/metrics`' live lag are sampled every second.
+At the end the subscriber's titles are compared with the database: any stale title is a failure.
+
+Writes Benchmarks/results/live.{md,json} and the README block between `live:begin` and
+`live:end`. Everything runs on 127.0.0.1, every step has a time limit, and it stops by itself.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+sys.path.insert(0, HERE)
+from bench import Server, log, stop_all, update_readme  # noqa: E402
+
+LIBRARY = "00000000-0000-4000-8000-000000000001"
+
+
+class EventReader:
+    """An SSE stream read over a raw socket: chunked framing, then events split on blank lines."""
+
+    def __init__(self, port, path, timeout=600):
+        self.socket = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.socket.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n" % path).encode())
+        self.raw = bytearray()
+        self.body = bytearray()
+        while b"\r\n\r\n" not in self.raw:
+            data = self.socket.recv(65536)
+            if not data:
+                raise RuntimeError("stream closed before its head")
+            self.raw += data
+        head, rest = bytes(self.raw).split(b"\r\n\r\n", 1)
+        self.raw = bytearray(rest)
+        self._dechunk()
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError("stream answered %s" % head.split(b"\r\n")[0])
+
+    def _dechunk(self):
+        position = 0
+        while True:
+            end = self.raw.find(b"\r\n", position)
+            if end < 0:
+                break
+            size = int(self.raw[position:end], 16)
+            if len(self.raw) < end + 2 + size + 2:
+                break
+            self.body += self.raw[end + 2:end + 2 + size]
+            position = end + 4 + size
+        del self.raw[:position]
+
+    def events(self):
+        """Yields (event, id, data) as they arrive; ends when the socket times out or closes.
+
+        Buffers are bytearrays searched from where the last search stopped, so a large event (a
+        snapshot of a million books arrives in hundreds of chunks) costs linear time, not quadratic.
+        """
+        scanned = 0
+        while True:
+            consumed = 0
+            while True:
+                end = self.body.find(b"\n\n", max(consumed, scanned))
+                if end < 0:
+                    break
+                block = bytes(self.body[consumed:end])
+                consumed = end + 2
+                kind, ident, data = "message", None, b""
+                for line in block.split(b"\n"):
+                    if line.startswith(b"event: "):
+                        kind = line[7:].decode()
+                    elif line.startswith(b"id: "):
+                        ident = int(line[4:])
+                    elif line.startswith(b"data: "):
+                        data = line[6:]
+                if data:
+                    yield kind, ident, data
+            del self.body[:consumed]
+            scanned = max(0, len(self.body) - 1)
+            try:
+                chunk = self.socket.recv(1 << 20)
+            except (socket.timeout, OSError):  # timed out, or closed by the benchmark
+                return
+            if not chunk:
+                return
+            self.raw += chunk
+            self._dechunk()
+
+    def close(self):
+        self.socket.close()
+
+
+class Subscriber(threading.Thread):
+    """Rebuilds every member's title from the stream and records each change's latency."""
+
+    TITLE = re.compile(rb'\{"id":"([0-9a-f-]+)","title":"t(\d+)"\}')
+
+    def __init__(self, port):
+        super().__init__(daemon=True)
+        self.reader = EventReader(port, "/libraries/%s/events?fields=books.title" % LIBRARY)
+        self.titles = {}
+        self.latencies = []
+        self.events = 0
+        self.last_event = time.monotonic()
+        self.snapshot_seconds = None
+        self.started = time.monotonic()
+        self.ready = threading.Event()
+        self.quiet_after = None
+
+    def run(self):
+        for kind, _, data in self.reader.events():
+            now = time.time()
+            self.last_event = time.monotonic()
+            if kind == "snapshot":
+                for member in json.loads(data)["books"]:
+                    self.titles[member["id"]] = member["title"]
+                self.snapshot_seconds = time.monotonic() - self.started
+                self.ready.set()
+                continue
+            self.events += 1
+            for book, micros in self.TITLE.findall(data):
+                self.titles[book.decode()] = "t" + micros.decode()
+                self.latencies.append(now - int(micros) / 1e6)
+
+
+def time_to_snapshot(port):
+    """Seconds from connecting to having the whole snapshot of the library."""
+    started = time.monotonic()
+    reader = EventReader(port, "/libraries/%s/events?fields=books.title" % LIBRARY)
+    try:
+        for kind, _, _ in reader.events():
+            if kind == "snapshot":
+                return time.monotonic() - started
+    finally:
+        reader.close()
+    raise RuntimeError("no snapshot")
+
+
+def metric(port, name):
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        data = b""
+        while True:
+            chunk = connection.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    match = re.search((r"^%s(?:\{[^}]*\})? (\d+)" % name).encode(), data, re.M)
+    return int(match.group(1)) if match else 0
+
+
+def percentile(values, fraction):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else float("nan")
+
+
+def run_wrk(port, books, seconds, connections):
+    environment = dict(os.environ, BENCH_LUA=os.path.join(HERE, "wrk"), BOOKS=str(books), LIBRARIES="1")
+    command = ["wrk", "-t2", "-c%d" % connections, "-d%ds" % seconds, "--timeout", "5s",
+               "-s", os.path.join(HERE, "wrk", "patch_members.lua"), "http://127.0.0.1:%d" % port]
+    output = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=seconds + 120)
+    match = re.search(r"^RESULT (.*)$", output.stdout, re.M)
+    if output.returncode != 0 or not match:
+        raise RuntimeError("wrk failed: %s%s" % (output.stdout, output.stderr))
+    return {key: float(value) for key, value in (pair.split("=") for pair in match.group(1).split())}
+
+
+def run_size(args, books, work):
+    """(a) `args.seconds` of writes with the one subscriber; (b) a third as long again while a new
+    subscriber joins every two seconds; then the final comparison with the database."""
+    database = os.path.join(work, "live-%d.sqlite" % books)
+    subprocess.run([sys.executable, os.path.join(HERE, "seed.py"), args.server, database, str(books), "1"],
+                   check=True, timeout=1800, stdout=subprocess.DEVNULL)
+    os.sync()
+    server = Server([args.server, "--port", "0", "--database", database, "--log-level", "warning"])
+    try:
+        subscriber = Subscriber(server.port)
+        subscriber.start()
+        if not subscriber.ready.wait(timeout=600):
+            raise RuntimeError("no snapshot of %d books within 600 s" % books)
+        joins_idle = [time_to_snapshot(server.port) for _ in range(2)]
+        rss_start = server.status("VmRSS") / 1024
+        samples = []
+        stop = threading.Event()
+
+        def sample():
+            while not stop.wait(1):
+                samples.append((server.status("VmRSS") / 1024, metric(server.port, "library_live_lag_changes")))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        events_before = subscriber.events
+        result = run_wrk(server.port, books, args.seconds, args.connections)
+        events = subscriber.events - events_before
+        latencies = [value * 1000 for value in subscriber.latencies]
+        rss_steady = [rss for rss, _ in samples]
+
+        # (b) the same writes while subscribers join, one every two seconds.
+        joins_loaded = []
+        joining = threading.Event()
+
+        def join():
+            while not joining.wait(2):
+                joins_loaded.append(time_to_snapshot(server.port))
+
+        joiner = threading.Thread(target=join, daemon=True)
+        joiner.start()
+        seen_before = len(subscriber.latencies)
+        join_result = run_wrk(server.port, books, max(6, args.seconds // 3), args.connections)
+        joining.set()
+        joiner.join(timeout=120)
+        join_latencies = [value * 1000 for value in subscriber.latencies[seen_before:]]
+        stop.set()
+        sampler.join(timeout=30)
+
+        # How long after the writers stopped the subscriber was up to date.
+        writes_ended = time.monotonic()
+        deadline = writes_ended + 120
+        while time.monotonic() < deadline and time.monotonic() - subscriber.last_event < 2:
+            time.sleep(0.2)
+        catch_up = max(0.0, subscriber.last_event - writes_ended)
+        rss_end = server.status("VmRSS") / 1024
+        lag_end = metric(server.port, "library_live_lag_changes")
+        folded = metric(server.port, "library_live_changes_folded_total")
+        stored = dict(sqlite3.connect("file:%s?mode=ro" % database, uri=True)
+                      .execute("SELECT id, title FROM books WHERE library_id = ?", (LIBRARY,)).fetchall())
+        stale = sum(1 for book, title in stored.items() if subscriber.titles.get(book) != title)
+        missing = len(set(stored) ^ set(subscriber.titles))
+        third = max(1, len(rss_steady) // 3)
+        row = {
+            "books": books,
+            "seconds": result["seconds"],
+            "writes_per_s": result["requests"] / result["seconds"],
+            "non2xx": int(result["non2xx"] + join_result["non2xx"]),
+            "socket_errors": int(result["socket_errors"] + join_result["socket_errors"]),
+            "patch_p99_ms": result["p99_us"] / 1000,
+            "events_per_s": events / result["seconds"],
+            "changes_seen": len(latencies),
+            "latency_p50_ms": percentile(latencies, 0.50),
+            "latency_p99_ms": percentile(latencies, 0.99),
+            "latency_max_ms": max(latencies) if latencies else float("nan"),
+            "catch_up_s": catch_up,
+            "rss_start_mib": rss_start,
+            # Flatness: the median of the middle and of the last third of the steady phase.
+            "rss_middle_mib": statistics.median(rss_steady[third:2 * third] or [rss_start]),
+            "rss_last_mib": statistics.median(rss_steady[2 * third:] or [rss_start]),
+            "rss_end_mib": rss_end,
+            "rss_max_mib": max([rss for rss, _ in samples] + [rss_end]),
+            "lag_max_steady": max([lag for _, lag in samples[:len(rss_steady)]] + [0]),
+            "lag_max": max([lag for _, lag in samples] + [lag_end]), "lag_end": lag_end, "folded": folded,
+            "stale": stale, "missing": missing,
+            "first_snapshot_s": subscriber.snapshot_seconds,
+            "join_idle_s": statistics.median(joins_idle),
+            "join_loaded_p50_s": statistics.median(joins_loaded) if joins_loaded else float("nan"),
+            "join_loaded_max_s": max(joins_loaded) if joins_loaded else float("nan"),
+            "joins_loaded": len(joins_loaded),
+            "join_phase_latency_p99_ms": percentile(join_latencies, 0.99),
+        }
+        subscriber.reader.close()
+    finally:
+        server.stop()
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(database + suffix):
+                os.remove(database + suffix)
+    log("live %8d books  %6.0f writes/s  %6.0f events/s  latency p50 %6.1f p99 %6.1f ms  catch-up %.2f s  "
+        "RSS %.0f→%.0f→%.0f MiB  lag max %d  folded %d  stale %d  join %.2f s idle, %.2f s p50 under load "
+        "(subscriber p99 meanwhile %.0f ms)"
+        % (books, row["writes_per_s"], row["events_per_s"], row["latency_p50_ms"], row["latency_p99_ms"],
+           row["catch_up_s"], row["rss_middle_mib"], row["rss_last_mib"], row["rss_end_mib"], row["lag_max"],
+           row["folded"], row["stale"], row["join_idle_s"], row["join_loaded_p50_s"],
+           row["join_phase_latency_p99_ms"]))
+    return row
+
+
+def markdown(rows, args):
+    lines = [
+        "Measured %s with `Benchmarks/live.py --seconds %d` (%s build, 2 cores shared with wrk and the "
+        "Python subscriber; wrk `-t2 -c%d` PATCHing random members' titles; one library holds every book). %s"
+        % (datetime.date.today().isoformat(), args.seconds,
+           "release" if "/release/" in args.server else "debug", args.connections,
+           "Every run ended with the subscriber's titles equal to the database."
+           if not any(row["stale"] or row["missing"] for row in rows) else "**Some runs ended with stale titles.**"),
+        "",
+        "**(a) One `books.title` subscriber under sustained writes**",
+        "",
+        "| books in the library | writes/s | events/s | PATCH→event p50 | p99 | max | live lag max"
+        " | RSS at start / middle / last third of the run | stale titles at the end |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            "| %s | %s | %s | %.1f ms | %.1f ms | %.0f ms | %d | %.0f / %.0f / %.0f MiB | %d |" % (
+                format(row["books"], ","), format(round(row["writes_per_s"]), ","),
+                format(round(row["events_per_s"]), ","), row["latency_p50_ms"], row["latency_p99_ms"],
+                row["latency_max_ms"], row["lag_max_steady"], row["rss_start_mib"], row["rss_middle_mib"],
+                row["rss_last_mib"], row["stale"] + row["missing"]))
+    lines += [
+        "",
+        "**(b) Subscribers joining the library: time to the whole snapshot**",
+        "",
+        "| books in the library | first subscriber (loads the model) | later, no writes | later, under the"
+        " write load (p50 / max) | the first subscriber's PATCH→event p99 meanwhile | live lag max | changes folded |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append("| %s | %.2f s | %.3f s | %.3f s / %.3f s (%d joins) | %.0f ms | %d | %d |" % (
+            format(row["books"], ","), row["first_snapshot_s"], row["join_idle_s"], row["join_loaded_p50_s"],
+            row["join_loaded_max_s"], row["joins_loaded"], row["join_phase_latency_p99_ms"], row["lag_max"],
+            row["folded"]))
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=lambda t: [int(p) for p in t.split(",") if p],
+                        default=[100, 10_000, 100_000, 1_000_000])
+    parser.add_argument("--seconds", type=int, default=30)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--server", default=os.path.join(ROOT, ".build", "release", "library-server"))
+    parser.add_argument("--no-readme", action="store_true")
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="library-live.")
+    rows = []
+    try:
+        for books in args.sizes:
+            rows.append(run_size(args, books, work))
+    finally:
+        stop_all()
+        subprocess.run(["rm", "-rf", work])
+    text = markdown(rows, args)
+    if not args.no_readme:
+        os.makedirs(RESULTS, exist_ok=True)
+        with open(os.path.join(RESULTS, "live.md"), "w") as out:
+            out.write(text + "\n")
+        with open(os.path.join(RESULTS, "live.json"), "w") as out:
+            json.dump({"date": datetime.date.today().isoformat(), "rows": rows}, out, indent=1)
+        update_readme(text, block="live")
+    log("")
+    log(text)
+    failures = [row for row in rows if row["stale"] or row["missing"] or row["non2xx"] or row["socket_errors"]]
+    for row in failures:
+        log("FAILED at %d books: %d stale, %d missing titles, %d non-2xx, %d socket errors"
+            % (row["books"], row["stale"], row["missing"], row["non2xx"], row["socket_errors"]))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
