@@ -6,7 +6,7 @@ import Glibc
 ///
 /// Out of file descriptors, `accept` fails and leaves the connection queued, and the level-triggered
 /// socket would wake the loop again at once, for ever. So each listener keeps one spare descriptor:
-/// it closes it, accepts, answers 503 and closes, then takes the spare back (the classic trick of
+/// it closes it, accepts one connection, answers 503 and closes, then takes the spare back (the classic trick of
 /// libev and nginx). When even the spare cannot be had again, the listener stops polling until the
 /// next tick (about a second) instead of spinning.
 final class Listener: EventHandler {
@@ -39,22 +39,32 @@ final class Listener: EventHandler {
             case .none:
                 return
             case .outOfDescriptors:
-                return shedWithSpare()
+                guard shedOneWithSpare() else { return }
             }
         }
     }
 
-    /// Turns away what waits with a 503, using the spare descriptor's slot; pauses without one.
-    private func shedWithSpare() {
-        guard spare >= 0 else { return pause() }
+    /// Turns away the connection that waits with a 503, using the spare descriptor's slot; pauses
+    /// without one. Returns whether to go on accepting.
+    ///
+    /// One at a time: each next connection is first tried with a plain `accept`, so one that comes
+    /// in after descriptors were freed is served, not refused because a moment ago none were left.
+    private func shedOneWithSpare() -> Bool {
+        guard spare >= 0 else {
+            pause()
+            return false
+        }
         Glibc.close(spare)
         spare = -1
-        for _ in 0..<64 {
-            guard case .connection(let client) = Socket.accept(fd) else { break }
-            server.refuse(client)
-        }
+        let accepted = Socket.accept(fd)
+        if case .connection(let client) = accepted { server.refuse(client) }
         spare = Self.openSpare()
-        if spare < 0 { pause() }
+        guard spare >= 0 else {
+            pause()
+            return false
+        }
+        if case .connection = accepted { return true }
+        return false
     }
 
     private func pause() {
