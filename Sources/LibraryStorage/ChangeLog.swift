@@ -1,39 +1,57 @@
 import LibraryDomain
 import SQLite
 
-/// The durable change log (`changes` and `change_items`), written in the same transaction as the
+/// The durable change log (`change_log`, migration 0004), written in the same transaction as the
 /// change it records, so an event id never names a change that was rolled back.
+///
+/// A row's id (`item`) is its change's sequence number times 2^24 plus its position in the change:
+/// ranges of sequence numbers are ranges of row ids.
 enum ChangeLog {
-    /// Records `items` as one change and returns its sequence number.
+    static let itemBits = 24
+
+    /// The first row id of change `seq`.
+    static func firstItem(of seq: Int) -> Int { seq << itemBits }
+
+    /// Records `items` as one change and returns its sequence number: one more than the latest
+    /// one, read from the last row (in the write's own transaction, so a rolled-back write gives
+    /// its number to the next).
     static func append(_ items: [ChangeItem], history: Int, to connection: Connection) throws -> Int {
-        let seq = try connection.statement("INSERT INTO changes (committed_at) VALUES (?) RETURNING seq")
-            .first([.text(Timestamp.now())]) { $0.int(0) }!
+        let last = try connection.statement("SELECT max(item) FROM change_log").first { $0.optionalInt(0) } ?? nil
+        let seq = (last.map { $0 >> itemBits } ?? 0) + 1
+        guard items.count < 1 << itemBits else {
+            throw SQLiteError(code: 18, message: "one write touched more resources than the change log can number")
+        }
         let insert = try connection.statement(
             """
-            INSERT INTO change_items (seq, entity, entity_id, deleted, fields, previous_library_id, library_id, name,
-                address, book_count, title, author, isbn, published_year, available, version, created_at, updated_at)
+            INSERT INTO change_log (item, entity, entity_id, deleted, fields, library_id, moved_from, name, address,
+                book_count, title, author, isbn, published_year, available, version, created_at, updated_at)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """
         )
-        for item in items {
+        for (position, item) in items.enumerated() {
+            let rowID = SQLiteValue.int(firstItem(of: seq) + position)
             switch item {
             case .library(let library, let fields, let deleted):
                 try insert.run([
-                    .int(seq), "library", .text(library.id), .bool(deleted), .text(names(fields)), nil, nil,
+                    rowID, "library", .text(library.id), .bool(deleted), .text(names(fields)), .text(library.id), nil,
                     .text(library.name), .optional(library.address), .int(library.bookCount), nil, nil, nil, nil, nil,
                     .int(library.version), .text(library.createdAt), .text(library.updatedAt),
                 ])
             case .book(let book, let fields, let previous, let deleted):
+                let movedFrom = previous.flatMap { $0 == book.libraryId ? nil : $0 }
                 try insert.run([
-                    .int(seq), "book", .text(book.id), .bool(deleted), .text(names(fields)), .optional(previous),
-                    .text(book.libraryId), nil, nil, nil, .text(book.title), .text(book.author), .optional(book.isbn),
+                    rowID, "book", .text(book.id), .bool(deleted), .text(names(fields)), .text(book.libraryId),
+                    .optional(movedFrom), nil, nil, nil, .text(book.title), .text(book.author), .optional(book.isbn),
                     .optional(book.publishedYear), .bool(book.available), .int(book.version), .text(book.createdAt),
                     .text(book.updatedAt),
                 ])
             }
         }
         if seq % 64 == 0 {
-            try connection.statement("DELETE FROM changes WHERE seq <= ?").run([.int(seq - history)])
+            // Keeps the latest `history` changes: every one after `seq - history`.
+            try connection.statement("DELETE FROM change_log WHERE item < ?").run([
+                .int(firstItem(of: seq - history + 1))
+            ])
         }
         return seq
     }
@@ -46,13 +64,14 @@ enum ChangeLog {
 extension LibraryReader {
     /// The sequence number of the latest committed change (0 before any).
     package func latestSeq() throws -> Int {
-        try connection.statement("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").first { $0.int(0) } ?? 0
+        let last = try connection.statement("SELECT max(item) FROM change_log").first { $0.optionalInt(0) } ?? nil
+        return last.map { $0 >> ChangeLog.itemBits } ?? 0
     }
 
     /// The oldest change still in the log (`latestSeq() + 1` when the log is empty).
     package func oldestKeptSeq() throws -> Int {
-        let oldest = try connection.statement("SELECT min(seq) FROM changes").first { $0.optionalInt(0) }
-        if let oldest = oldest ?? nil { return oldest }
+        let first = try connection.statement("SELECT min(item) FROM change_log").first { $0.optionalInt(0) } ?? nil
+        if let first { return first >> ChangeLog.itemBits }
         return try latestSeq() + 1
     }
 
@@ -64,23 +83,22 @@ extension LibraryReader {
 
     /// The logged changes after `seq` (up to `through`) that concern the book `id`, in order.
     package func changes(ofBook id: String, after seq: Int, through last: Int) throws -> [CommittedChange] {
-        try changes(
-            where: "entity = 'book' AND entity_id = ?",
-            [.text(id)],
-            after: seq,
-            through: last
-        )
+        try changes(where: "entity_id = ? AND entity = 'book'", [.text(id)], after: seq, through: last)
     }
 
     /// The logged changes after `seq` (up to `through`) that concern the library `id` or its
     /// membership (books created in, moved into or out of, or deleted from it), in order.
     package func changes(ofLibrary id: String, after seq: Int, through last: Int) throws -> [CommittedChange] {
-        try changes(
-            where: "entity_id = ? OR library_id = ? OR previous_library_id = ?",
-            [.text(id), .text(id), .text(id)],
-            after: seq,
-            through: last
-        )
+        try changes(where: "library_id = ? OR moved_from = ?", [.text(id), .text(id)], after: seq, through: last)
+    }
+
+    /// The query behind a replay, for `EXPLAIN QUERY PLAN` in tests.
+    static func changesQuery(where condition: String) -> String {
+        """
+        SELECT item, entity, entity_id, deleted, fields, library_id, moved_from, name, address, book_count, title,
+            author, isbn, published_year, available, version, created_at, updated_at
+        FROM change_log WHERE (\(condition)) AND item >= ? AND item < ? ORDER BY item
+        """
     }
 
     private func changes(
@@ -89,33 +107,30 @@ extension LibraryReader {
         after seq: Int,
         through last: Int
     ) throws -> [CommittedChange] {
-        let rows = try connection.statement(
-            """
-            SELECT seq, entity, entity_id, deleted, fields, previous_library_id, library_id, name, address, book_count,
-                title, author, isbn, published_year, available, version, created_at, updated_at
-            FROM change_items WHERE (\(condition)) AND seq > ? AND seq <= ? ORDER BY seq, rowid
-            """
-        ).map(values + [.int(seq), .int(last)]) { row -> (Int, ChangeItem) in
+        let range: [SQLiteValue] = [.int(ChangeLog.firstItem(of: seq + 1)), .int(ChangeLog.firstItem(of: last + 1))]
+        let rows = try connection.statement(Self.changesQuery(where: condition)).map(values + range) {
+            row -> (Int, ChangeItem) in
+            let seq = row.int(0) >> ChangeLog.itemBits
             let fields = row.text(4).split(separator: ",").map(String.init)
             if row.text(1) == "library" {
                 let library = LibraryRecord(
                     id: row.text(2), name: row.text(7), address: row.optionalText(8), bookCount: row.int(9),
                     version: row.int(15), createdAt: row.text(16), updatedAt: row.text(17), seq: 0
                 )
-                return (
-                    row.int(0),
-                    .library(library, fields: Set(fields.compactMap(LibraryField.init)), deleted: row.bool(3))
-                )
+                return (seq, .library(library, fields: Set(fields.compactMap(LibraryField.init)), deleted: row.bool(3)))
             }
             let book = BookRecord(
-                id: row.text(2), libraryId: row.text(6), title: row.text(10), author: row.text(11),
+                id: row.text(2), libraryId: row.text(5), title: row.text(10), author: row.text(11),
                 isbn: row.optionalText(12), publishedYear: row.optionalInt(13), available: row.bool(14),
                 version: row.int(15), createdAt: row.text(16), updatedAt: row.text(17), seq: 0
             )
+            // Created by this change: no library before it; else where it was, moved or not.
+            let created = fields.contains(BookField.id.rawValue)
+            let previous = created ? nil : (row.optionalText(6) ?? book.libraryId)
             return (
-                row.int(0),
+                seq,
                 .book(
-                    book, fields: Set(fields.compactMap(BookField.init)), previousLibraryID: row.optionalText(5),
+                    book, fields: Set(fields.compactMap(BookField.init)), previousLibraryID: previous,
                     deleted: row.bool(3)
                 )
             )

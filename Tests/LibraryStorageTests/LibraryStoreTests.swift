@@ -205,3 +205,152 @@ import Testing
         #expect(seen == ids)
     }
 }
+
+/// Migration 0004 reshapes the change log; a database written with the old shape keeps its ids,
+/// its replays and its pruning exactly.
+@Suite struct ChangeLogMigrationTests {
+    /// A database at migration 0003, with six changes logged the way the old `ChangeLog.append` did:
+    /// libraries A (1) and B (2) created, book X created in A (3), retitled (4), moved to B (5),
+    /// deleted (6). Returns its path and the ids of A, B and X.
+    static func oldShapeDatabase() throws -> (path: String, a: String, b: String, x: String) {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("old-shape-\(UUID()).db").path
+        let connection = try Connection(path: path)
+        let all = try LibraryMigrations.migrator().migrations
+        try Migrator(all.filter { $0.version <= 3 }).migrate(connection)
+        let (a, b, x) = (
+            "aaaaaaaa-0000-4000-8000-000000000001", "bbbbbbbb-0000-4000-8000-000000000002",
+            "x0000000-0000-4000-8000-000000000003"
+        )
+        let now = "2026-11-20T10:00:00.000Z"
+        func change(
+            _ seq: Int,
+            _ items: [(
+                entity: String, id: String, deleted: Bool, fields: String, previous: String?, library: String?,
+                version: Int
+            )]
+        ) throws {
+            try connection.statement("INSERT INTO changes (seq, committed_at) VALUES (?, ?)").run([
+                .int(seq), .text(now),
+            ])
+            for item in items {
+                let isBook = item.entity == "book"
+                try connection.statement(
+                    """
+                    INSERT INTO change_items (seq, entity, entity_id, deleted, fields, previous_library_id, library_id,
+                        name, address, book_count, title, author, isbn, published_year, available, version,
+                        created_at, updated_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, NULL, NULL, ?, ?, ?, ?)
+                    """
+                ).run([
+                    .int(seq), .text(item.entity), .text(item.id), .bool(item.deleted), .text(item.fields),
+                    .optional(item.previous), .optional(item.library), isBook ? nil : .text("Library"),
+                    isBook ? nil : .int(0), isBook ? .text("Title \(seq)") : nil, isBook ? .text("Author") : nil,
+                    isBook ? .bool(true) : nil, .int(item.version), .text(now), .text(now),
+                ])
+            }
+        }
+        let created = "address,bookCount,createdAt,id,name,updatedAt,version"
+        let bookCreated = "author,available,createdAt,id,isbn,libraryId,publishedYear,title,updatedAt,version"
+        let count = "bookCount,updatedAt,version"
+        try change(1, [("library", a, false, created, nil, nil, 1)])
+        try change(2, [("library", b, false, created, nil, nil, 1)])
+        try change(3, [("book", x, false, bookCreated, nil, a, 1), ("library", a, false, count, nil, nil, 2)])
+        try change(4, [("book", x, false, "title,updatedAt,version", a, a, 2)])
+        try change(
+            5,
+            [
+                ("library", a, false, count, nil, nil, 3), ("library", b, false, count, nil, nil, 2),
+                ("book", x, false, "libraryId,updatedAt,version", a, b, 3),
+            ])
+        try change(6, [("book", x, true, "", b, b, 3), ("library", b, false, count, nil, nil, 3)])
+        for (id, version) in [(a, 3), (b, 3)] {
+            try connection.statement(
+                "INSERT INTO libraries (id, name, version, created_at, updated_at) VALUES (?, 'Library', ?, ?, ?)"
+            ).run([.text(id), .int(version), .text(now), .text(now)])
+        }
+        return (path, a, b, x)
+    }
+
+    static func replay(_ store: LibraryStore, _ target: LiveTarget, after seq: Int) throws -> [CommittedChange]? {
+        let result = Mutex<Result<[CommittedChange]?, StoreError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        store.changes(of: target, after: seq, through: nil) { outcome in
+            result.withLock { $0 = outcome }
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        return try #require(result.withLock { $0 }).get()
+    }
+
+    /// Each item as `entity:id previous→library deleted fields`, to compare replays as text.
+    static func describe(_ changes: [CommittedChange]?) -> [String] {
+        (changes ?? []).flatMap { change in
+            change.items.map { item in
+                switch item {
+                case .library(let library, let fields, let deleted):
+                    "\(change.seq) library:\(library.id.prefix(1)) v\(library.version) \(deleted) \(fields.map(\.rawValue).sorted())"
+                case .book(let book, let fields, let previous, let deleted):
+                    "\(change.seq) book \(previous.map { String($0.prefix(1)) } ?? "-")→\(book.libraryId.prefix(1)) \(book.title) \(deleted) \(fields.map(\.rawValue).sorted())"
+                }
+            }
+        }
+    }
+
+    @Test func oldShapeLog_ReplaysAsBefore_ThenGoesOnFromItsLatestID() throws {
+        let (path, a, b, x) = try Self.oldShapeDatabase()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let store = try LibraryStore(path: path, history: 10)
+        #expect(store.appliedMigrations.map(\.version) == [4])
+        #expect(try store.latestCommittedSeq() == 6)
+
+        let book = Self.describe(try Self.replay(store, .book(x), after: 0))
+        #expect(
+            book == [
+                "3 book -→a Title 3 false [\"author\", \"available\", \"createdAt\", \"id\", \"isbn\", \"libraryId\", \"publishedYear\", \"title\", \"updatedAt\", \"version\"]",
+                "4 book a→a Title 4 false [\"title\", \"updatedAt\", \"version\"]",
+                "5 book a→b Title 5 false [\"libraryId\", \"updatedAt\", \"version\"]",
+                "6 book b→b Title 6 true []",
+            ])
+        // A library's replay: its own changes and its members' joins, changes and departures.
+        #expect(
+            Self.describe(try Self.replay(store, .library(a), after: 0)).map { $0.prefix(12) } == [
+                "1 library:a ", "3 book -→a T", "3 library:a ", "4 book a→a T", "5 library:a ", "5 book a→b T",
+            ])
+        #expect(
+            Self.describe(try Self.replay(store, .library(b), after: 4)).map { $0.prefix(12) } == [
+                "5 library:b ", "5 book a→b T", "6 book b→b T", "6 library:b ",
+            ])
+
+        // New writes number on from the old log, and pruning keeps the latest `history` changes.
+        for index in 7...64 {
+            let library = try store.writeAndWait { writer in
+                try writer.updateLibrary(id: a, if: .none) { draft in
+                    var draft = draft
+                    draft.name = "A\(index)"
+                    return draft
+                }
+            }
+            #expect(library.name == "A\(index)")
+        }
+        #expect(try store.latestCommittedSeq() == 64)
+        #expect(try store.readAndWait { try $0.oldestKeptSeq() } == 55)
+        #expect(try Self.replay(store, .library(a), after: 53) == nil, "pruned history is reported, never partial")
+        #expect(try Self.replay(store, .library(a), after: 54)?.map(\.seq) == Array(55...64))
+        _ = b
+    }
+
+    /// The replay queries read one index each, never the whole log.
+    @Test(arguments: ["entity_id = ? AND entity = 'book'", "library_id = ? OR moved_from = ?"])
+    func replayQueries_SearchAnIndex(condition: String) throws {
+        let store = try LibraryStore(path: ":memory:")
+        let sql = LibraryReader.changesQuery(where: condition)
+        let values: [SQLiteValue] =
+            condition.contains("OR") ? [.text("l"), .text("l"), .int(1), .int(2)] : [.text("b"), .int(1), .int(2)]
+        let plan = try store.writeAndWait { writer in
+            try writer.connection.statement("EXPLAIN QUERY PLAN " + sql).map(values) { $0.text(3) }
+        }
+        let text = plan.joined(separator: " | ")
+        #expect(!text.contains("SCAN change_log"), "\(text)")
+        #expect(text.contains("USING INDEX change_log_by_"), "\(text)")
+    }
+}
