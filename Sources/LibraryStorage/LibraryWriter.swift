@@ -137,6 +137,30 @@ package final class LibraryWriter {
         return book
     }
 
+    /// Applies a merge patch. A patch of one field other than `libraryId` (the common PATCH) is one
+    /// `UPDATE … RETURNING` with no read before it: the statement sets the field only where the row
+    /// exists, passes the precondition and holds another value, so a row back means exactly that
+    /// field changed. Anything else (no row: missing, stale or unchanged; several fields; a move;
+    /// invalid values) takes `updateBook`, which reads first and answers 404, 422, 412 in order.
+    package func patchBook(id: String, if precondition: Precondition, _ patch: BookPatch) throws -> BookRecord {
+        if let (field, column, value) = patch.singleColumn, patch.validate().isEmpty {
+            var sql = "UPDATE books SET \(column) = ?1, version = version + 1, updated_at = ?2 WHERE id = ?3"
+            var values: [SQLiteValue] = [value, .text(Timestamp.now()), .text(id)]
+            if case .versions(let versions) = precondition {
+                sql += " AND version IN (\(versions.indices.map { "?\($0 + 4)" }.joined(separator: ", ")))"
+                values += versions.map { .int($0) }
+            }
+            sql += " AND \(column) IS NOT ?1 RETURNING \(LibraryReader.bookColumns)"
+            if let book = try connection.statement(sql).first(values, LibraryReader.book) {
+                note(
+                    .book(
+                        book, fields: [field, .version, .updatedAt], previousLibraryID: book.libraryId, deleted: false))
+                return book
+            }
+        }
+        return try updateBook(id: id, if: precondition) { patch.applied(to: $0) }
+    }
+
     /// Deletes a book; returns it as it was.
     package func deleteBook(id: String, if precondition: Precondition) throws -> BookRecord {
         let current = try existing(reader.book(id: id))
@@ -188,5 +212,20 @@ package final class LibraryWriter {
 
     private static func check(_ errors: [FieldError]) throws {
         if !errors.isEmpty { throw StoreError(.invalid(errors)) }
+    }
+}
+
+extension BookPatch {
+    /// When the patch sets exactly one field and it is not `libraryId` (a move, which changes two
+    /// libraries): that field, its column and its new value.
+    fileprivate var singleColumn: (BookField, column: String, value: SQLiteValue)? {
+        var set: [(BookField, String, SQLiteValue)] = []
+        if libraryId != nil { return nil }
+        if let title { set.append((.title, "title", .text(title))) }
+        if let author { set.append((.author, "author", .text(author))) }
+        if let isbn { set.append((.isbn, "isbn", isbn.map { .text($0) } ?? .null)) }
+        if let publishedYear { set.append((.publishedYear, "published_year", publishedYear.map { .int($0) } ?? .null)) }
+        if let available { set.append((.available, "available", .int(available ? 1 : 0))) }
+        return set.count == 1 ? set[0] : nil
     }
 }

@@ -163,6 +163,70 @@ import Testing
                 == .invalid([FieldError("libraryId", "no library has this id")]))
     }
 
+    /// `patchBook` answers a one-field patch with a single `UPDATE … RETURNING` and everything else
+    /// through `updateBook`; either way the outcome, the stored book and the logged change are those
+    /// of `updateBook` with the patch applied.
+    @Test(arguments: 0..<12)
+    func patch_MatchesUpdateWithThePatchApplied(scenario: Int) throws {
+        var patch = BookPatch()
+        var precondition = Precondition.none
+        var missing = false
+        switch scenario {
+        case 0: patch.title = "Dune Messiah"
+        case 1: patch.title = "Dune"  // unchanged: no write, no change logged
+        case 2: patch.isbn = .some(nil)
+        case 3: patch.publishedYear = 1969
+        case 4: patch.available = false
+        case 5: (patch.title, precondition) = ("Children of Dune", .versions([1]))
+        case 6: (patch.title, precondition) = ("Children of Dune", .versions([7, 8]))  // stale: 412
+        case 7: (patch.title, missing) = ("x", true)  // 404
+        case 8: patch.title = ""  // 422
+        case 9: (patch.title, missing) = ("", true)  // 404 before 422
+        case 10: (patch.title, patch.author) = ("Dune", "F. Herbert")  // two fields
+        default: (patch.author, precondition) = ("Frank Herbert", .exists)
+        }
+        let (chosenPatch, chosenPrecondition) = (patch, precondition)
+        func run(_ fast: Bool) throws -> (outcome: String, log: [String]) {
+            let (patch, precondition) = (chosenPatch, chosenPrecondition)
+            let store = try LibraryStore(path: ":memory:")
+            let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L")) }
+            let book = try store.writeAndWait { writer in
+                try writer.createBook(
+                    BookDraft(
+                        libraryId: library.id, title: "Dune", author: "Frank Herbert", isbn: "9780441013593",
+                        publishedYear: 1965))
+            }
+            let id = missing ? Identifier.make() : book.id
+            let before = try store.latestCommittedSeq()
+            let outcome: String
+            do {
+                let result = try store.writeAndWait { writer in
+                    fast
+                        ? try writer.patchBook(id: id, if: precondition, patch)
+                        : try writer.updateBook(id: id, if: precondition) { patch.applied(to: $0) }
+                }
+                outcome =
+                    "\(result.title) \(result.author) \(result.isbn ?? "-") \(result.publishedYear ?? 0) "
+                    + "\(result.available) v\(result.version)"
+            } catch {
+                outcome = "\(error.kind)"
+            }
+            // Library ids differ between the two stores; `updatedAt` is listed by the one-statement
+            // path even when the new timestamp equals the old (two writes in one millisecond).
+            let shortID = library.id.prefix(1)
+            let log = ChangeLogMigrationTests.describe(
+                try ChangeLogMigrationTests.replay(store, .book(book.id), after: before)
+            ).map {
+                $0.replacingOccurrences(of: "\(shortID)→\(shortID)", with: "L→L")
+                    .replacingOccurrences(of: ", \"updatedAt\"", with: "")
+            }
+            return (outcome, log)
+        }
+        let (fast, slow) = (try run(true), try run(false))
+        #expect(fast.outcome == slow.outcome)
+        #expect(fast.log == slow.log)
+    }
+
     @Test func move_UpdatesBothLibraries() throws {
         let a = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "A")) }
         let b = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "B")) }

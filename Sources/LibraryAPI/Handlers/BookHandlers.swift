@@ -1,5 +1,6 @@
 import HTTPServer
 import LibraryDomain
+import LibraryStorage
 
 extension LibraryAPI {
     /// `GET /books` (filters `libraryId`, `author`, `available`) or `GET /libraries/{id}/books`.
@@ -56,24 +57,21 @@ extension LibraryAPI {
     func replaceBook(_ id: String, _ exchange: Exchange) throws(APIError) {
         let precondition = try EntityTag.precondition(ifMatch: exchange.request.headers["if-match"])
         let draft = try BodyDecoding.bookDraft(exchange.request)
-        updateBook(id, precondition, exchange) { _ in draft }
+        updateBook(id, exchange) { try $0.updateBook(id: id, if: precondition) { _ in draft } }
     }
 
     func patchBook(_ id: String, _ exchange: Exchange) throws(APIError) {
         let precondition = try EntityTag.precondition(ifMatch: exchange.request.headers["if-match"])
         let patch = try BodyDecoding.bookPatch(exchange.request)
-        updateBook(id, precondition, exchange) { patch.applied(to: $0) }
+        updateBook(id, exchange) { try $0.patchBook(id: id, if: precondition, patch) }
     }
 
     private func updateBook(
         _ id: String,
-        _ precondition: Precondition,
         _ exchange: Exchange,
-        _ change: @escaping @Sendable (BookDraft) -> BookDraft
+        _ update: @escaping @Sendable (LibraryWriter) throws -> BookRecord
     ) {
-        exchange.write("book \(id)") { writer in
-            try writer.updateBook(id: id, if: precondition, change)
-        } respond: { book in
+        exchange.write("book \(id)", update) { (book: BookRecord) in
             var json = JSONWriter()
             json.book(book)
             return .json(.ok, json.bytes, version: book.version)

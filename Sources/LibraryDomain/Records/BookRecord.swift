@@ -102,6 +102,12 @@ package struct BookPatch: Sendable, Equatable {
 
     package init() {}
 
+    /// The field errors of the values this patch sets (the others are stored, hence valid).
+    package func validate() -> [FieldError] {
+        let placeholder = BookDraft(libraryId: "00000000-0000-4000-8000-000000000000", title: "-")
+        return applied(to: placeholder).validate()
+    }
+
     /// `draft` with this patch applied.
     package func applied(to draft: BookDraft) -> BookDraft {
         var result = draft
