@@ -2,8 +2,9 @@
 
 import PackageDescription
 
-// The benchmark's comparator: the same four book routes on Hummingbird 2, over the same SQLite
-// schema and settings. A package of its own, so nothing here reaches the product's build.
+// The benchmark's comparators: the same four book routes on Hummingbird 2, over the same SQLite
+// schema and settings, and (`--plain`) the plain GET and PATCH a Hummingbird user would write
+// first. A package of its own, so nothing here reaches the product's build.
 let package = Package(
     name: "library-benchmarks",
     dependencies: [

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command for the whole benchmark: installs wrk if missing, builds library-server and the
-# Hummingbird comparator in release mode (one after the other: this is a 2-core machine), then runs
-# Benchmarks/bench.py with the given options (`Benchmarks/run.sh --help` lists them), then
-# Benchmarks/live.py (options in LIVE_ARGS).
+# Hummingbird comparator in release mode (one after the other: this is a 2-core machine; the same
+# executable is both comparators, `--plain` the second), then runs Benchmarks/bench.py with the
+# given options (`Benchmarks/run.sh --help` lists them), then Benchmarks/live.py (options in
+# LIVE_ARGS; SKIP_LIVE=1 skips it).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
@@ -22,10 +23,12 @@ if ! pkg-config --exists sqlite3 2>/dev/null; then
 fi
 echo "== building library-server (release)"
 swift build -c release --package-path "$ROOT" --product library-server
-echo "== building the Hummingbird comparator (release)"
+echo "== building the Hummingbird comparators (release)"
 swift build -c release --package-path "$HERE" --product hummingbird-comparator
 ulimit -n "$(ulimit -Hn)"
 python3 "$HERE/bench.py" "$@"
 # The live engine at 100 to 1,000,000 books (LIVE_ARGS, e.g. "--sizes 100000 --seconds 60").
-# shellcheck disable=SC2086
-python3 "$HERE/live.py" ${LIVE_ARGS:-}
+if [[ ${SKIP_LIVE:-} != 1 ]]; then
+    # shellcheck disable=SC2086
+    python3 "$HERE/live.py" ${LIVE_ARGS:-}
+fi

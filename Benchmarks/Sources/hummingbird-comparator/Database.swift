@@ -144,4 +144,10 @@ final class Database: Sendable {
     func write<T: Sendable>(_ body: (Connection) throws -> T) throws -> T {
         try writer.with { connection in try connection.transaction { try body(connection) } }
     }
+
+    /// Runs `body` on the writer without a transaction of its own: for one statement, which SQLite
+    /// commits by itself (autocommit), as the plain handlers use it.
+    func writeStatement<T: Sendable>(_ body: (Connection) throws -> T) throws -> T {
+        try writer.with { connection in try body(connection) }
+    }
 }

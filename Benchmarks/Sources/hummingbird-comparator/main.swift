@@ -3,7 +3,10 @@
 // Codable request and response types, HTTPError), over a database prepared by library-server's
 // migrations, with the same SQLite settings.
 //
-//   hummingbird-comparator --database PATH [--port 8081] [--readers 4]
+//   hummingbird-comparator --database PATH [--port 8081] [--readers 4] [--plain]
+//
+// `--plain` serves only GET and PATCH /books/{id}, the way a Hummingbird user would first write
+// them (PlainBookController): one statement per request, no read before the update.
 //
 // Prints `listening on http://127.0.0.1:PORT` once it serves, like library-server.
 
@@ -12,10 +15,15 @@ import Hummingbird
 
 var options: [String: String] = [:]
 var arguments = CommandLine.arguments.dropFirst()
+var plain = false
 while let name = arguments.popFirst() {
+    if name == "--plain" {
+        plain = true
+        continue
+    }
     guard name.hasPrefix("--"), let value = arguments.popFirst() else {
         FileHandle.standardError.write(
-            Data("usage: hummingbird-comparator --database PATH [--port P] [--readers N]\n".utf8))
+            Data("usage: hummingbird-comparator --database PATH [--port P] [--readers N] [--plain]\n".utf8))
         exit(64)
     }
     options[String(name.dropFirst(2))] = value
@@ -26,7 +34,11 @@ guard let path = options["database"] else {
 }
 let database = try Database(path: path, readerCount: Int(options["readers"] ?? "4") ?? 4)
 let router = Router()
-BookController(database: database).addRoutes(to: router)
+if plain {
+    PlainBookController(database: database).addRoutes(to: router)
+} else {
+    BookController(database: database).addRoutes(to: router)
+}
 
 let app = Application(
     router: router,
