@@ -146,7 +146,7 @@ package final class LibraryAPI: HTTPResponder {
     /// body's media type (415). Run for every request, and before the body of one sent with `Expect: 100-continue`.
     private func admit(_ route: Route, _ request: HTTPRequest) throws(APIError) {
         let method = request.method
-        guard route.methods.contains(method) else {
+        guard route.allows(method) else {
             var error = APIError(
                 .methodNotAllowed, "method-not-allowed", "\(route.template) does not support \(method.prefix(32)).")
             error.headers.set("Allow", route.allow)

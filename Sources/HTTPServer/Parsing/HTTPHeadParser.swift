@@ -81,7 +81,7 @@ enum HTTPHeadParser {
         } else if target.equals("*") {
             guard method.equals("OPTIONS") else { throw .bad("The target * is only for OPTIONS.") }
             origin = target
-        } else if target.first != UInt8(ascii: "/") {
+        } else if target[target.startIndex] != UInt8(ascii: "/") {
             throw .bad("The request target must start with /.")
         } else {
             origin = target

@@ -79,6 +79,19 @@ enum Route: Sendable, Equatable {
         }
     }
 
+    /// Whether `method` is one of `methods`, decided without touching the list.
+    func allows(_ method: String) -> Bool {
+        switch (self, method) {
+        case (_, "GET"), (_, "OPTIONS"): true
+        case (.libraryEvents, _), (.bookEvents, _): false
+        case (_, "HEAD"): true
+        case (.libraries, "POST"), (.books, "POST"), (.libraryBooks, "POST"): true
+        case (.library, "PUT"), (.library, "PATCH"), (.library, "DELETE"): true
+        case (.book, "PUT"), (.book, "PATCH"), (.book, "DELETE"): true
+        default: false
+        }
+    }
+
     /// `methods` as the value of an `Allow` header.
     var allow: String {
         switch self {
