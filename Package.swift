@@ -83,6 +83,8 @@ let package = Package(
 
         // Raw-socket HTTP client shared by the tests.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swiftSettings),
+        // A per-thread heap allocation counter (it defines malloc for the whole test executable).
+        .target(name: "CAllocationCounter", path: "Tests/CAllocationCounter"),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: swiftSettings),
         .testTarget(
             name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: swiftSettings),
@@ -96,7 +98,10 @@ let package = Package(
             name: "LiveEngineTests", dependencies: ["LiveEngine", "LibraryDomain"], swiftSettings: swiftSettings),
         .testTarget(
             name: "LibraryAPITests",
-            dependencies: ["LibraryAPI", "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine", "TestSupport"],
+            dependencies: [
+                "LibraryAPI", "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine", "TestSupport",
+                "CAllocationCounter",
+            ],
             swiftSettings: swiftSettings
         ),
     ]

@@ -146,10 +146,10 @@ package final class LibraryAPI: HTTPResponder {
     /// body's media type (415). Run for every request, and before the body of one sent with `Expect: 100-continue`.
     private func admit(_ route: Route, _ request: HTTPRequest) throws(APIError) {
         let method = request.method
-        guard route.methods.contains(method) else {
+        guard route.allows(method) else {
             var error = APIError(
                 .methodNotAllowed, "method-not-allowed", "\(route.template) does not support \(method.prefix(32)).")
-            error.headers.set("Allow", route.methods.joined(separator: ", "))
+            error.headers.set("Allow", route.allow)
             throw error
         }
         switch (route, method) {
@@ -159,8 +159,9 @@ package final class LibraryAPI: HTTPResponder {
         case (.libraryEvents, _), (.bookEvents, _): try authorizeRead(request, stream: true)
         default: try authorizeRead(request, stream: false)
         }
-        if ["POST", "PUT", "PATCH"].contains(method) {
-            try RequestBody.checkMediaType(of: request)
+        switch method {
+        case "POST", "PUT", "PATCH": try RequestBody.checkMediaType(of: request)
+        default: break
         }
     }
 
@@ -168,7 +169,7 @@ package final class LibraryAPI: HTTPResponder {
         let method = exchange.request.method
         try admit(route, exchange.request)
         if method == "OPTIONS" {
-            return exchange.finish(cors.options(methods: route.methods, for: exchange.request))
+            return exchange.finish(cors.options(allow: route.allow, for: exchange.request))
         }
         switch (route, method) {
         case (.libraries, "POST"): try createLibrary(exchange)

@@ -1,7 +1,7 @@
-/// An ordered list of header fields with case-insensitive lookup.
+/// An ordered list of response header fields with case-insensitive lookup.
 ///
-/// Request headers arrive with lowercased names (the parser folds them once); response headers keep
-/// the spelling they were given.
+/// Response headers keep the spelling they were given. A request's fields are `HTTPRequestHeaders`,
+/// slices of the head they were parsed from.
 package struct HTTPHeaders: Sendable, Equatable, Sequence {
     package private(set) var fields: [(name: String, value: String)]
 

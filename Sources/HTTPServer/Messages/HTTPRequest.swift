@@ -11,8 +11,8 @@ package struct HTTPRequest: Sendable {
     /// The request target as sent, in origin form (`/books?limit=5`) or `*`.
     package var target: String
     package var version: HTTPVersion
-    /// Header fields, names lowercased.
-    package var headers: HTTPHeaders
+    /// Header fields, names lowercased, kept in the one buffer the head was parsed into.
+    package var headers: HTTPRequestHeaders
     /// The body, with any chunked framing removed.
     package var body: [UInt8]
     /// Whether the connection stays open after the response.
@@ -22,7 +22,7 @@ package struct HTTPRequest: Sendable {
         method: String,
         target: String,
         version: HTTPVersion = .http1_1,
-        headers: HTTPHeaders = HTTPHeaders(),
+        headers: HTTPRequestHeaders = HTTPRequestHeaders(),
         body: [UInt8] = [],
         keepAlive: Bool = true
     ) {

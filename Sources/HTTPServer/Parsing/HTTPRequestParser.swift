@@ -62,7 +62,7 @@ package struct HTTPRequestParser: Sendable {
                     state = .chunkSize
                 }
                 // RFC 9110 §10.1.1: an HTTP/1.0 request's expectation is ignored.
-                if request.version == .http1_1, request.headers["expect"] != nil {
+                if request.version == .http1_1, request.headers.contains("expect") {
                     return .expectsContinue(request)
                 }
             case .body(let remaining):

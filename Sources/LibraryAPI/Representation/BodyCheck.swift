@@ -16,7 +16,8 @@ package enum BodyCheck {
             precondition(again == value, "printing and parsing again changed the value")
         }
         let request = HTTPRequest(
-            method: "POST", target: "/books", headers: HTTPHeaders([("content-type", "application/json")]), body: bytes)
+            method: "POST", target: "/books", headers: HTTPRequestHeaders([("content-type", "application/json")]),
+            body: bytes)
         for route in 0..<5 {
             do throws(APIError) {
                 switch route {

@@ -28,12 +28,12 @@ struct CORS: Sendable {
         response.headers.set("Access-Control-Expose-Headers", Self.exposedHeaders)
     }
 
-    /// The answer to `OPTIONS` on a route: its methods, plus preflight headers when CORS applies.
-    func options(methods: [String], for request: HTTPRequest) -> HTTPResponse {
-        var response = HTTPResponse(
-            status: .noContent, headers: HTTPHeaders([("Allow", methods.joined(separator: ", "))]))
+    /// The answer to `OPTIONS` on a route: its methods (`allow`, as an `Allow` value), plus
+    /// preflight headers when CORS applies.
+    func options(allow: String, for request: HTTPRequest) -> HTTPResponse {
+        var response = HTTPResponse(status: .noContent, headers: HTTPHeaders([("Allow", allow)]))
         if allowed(request.headers["origin"]) != nil, request.headers["access-control-request-method"] != nil {
-            response.headers.set("Access-Control-Allow-Methods", methods.joined(separator: ", "))
+            response.headers.set("Access-Control-Allow-Methods", allow)
             response.headers.set("Access-Control-Allow-Headers", Self.allowedHeaders)
             response.headers.set("Access-Control-Max-Age", "600")
         }

@@ -15,39 +15,35 @@ enum Route: Sendable, Equatable {
     case openAPI
 
     /// Matches a request path; 404 for no route, 400 for a malformed id or escape.
+    ///
+    /// Segments are compared as slices of the path; only the id handed to a handler becomes a
+    /// `String`. A path with a `%` escape is decoded first, every segment, as before.
     init(path: Substring) throws(APIError) {
         guard path != "*" else { throw .notFound("No route matches *.") }
-        var segments: [String] = []
-        for raw in path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropFirst() {
-            guard let segment = percentDecode(Substring(raw)) else {
-                throw .badRequest("The path has an invalid percent-encoding.")
-            }
-            segments.append(segment)
-        }
-        func id(_ text: String, _ kind: String) throws(APIError) -> String {
+        let segments =
+            PathSegments.hasEscape(path) ? try PathSegments(decoding: path) : PathSegments(path)
+        func id(_ text: Substring, _ kind: String) throws(APIError) -> String {
             guard let id = Identifier.canonical(text) else {
                 throw .badRequest("\"\(text)\" is not a valid \(kind) id (a UUID).")
             }
             return id
         }
-        guard !segments.contains("") else { throw Self.unknown(path) }
+        guard !segments.hasEmpty else { throw Self.unknown(path) }
+        let (first, second, third) = (segments.first, segments.second, segments.third)
+        let matches = PathSegments.matches
         switch segments.count {
-        case 1:
-            switch segments[0] {
-            case "libraries": self = .libraries
-            case "books": self = .books
-            case "healthz": self = .health
-            case "metrics": self = .metrics
-            case "openapi.yaml": self = .openAPI
-            default: throw Self.unknown(path)
-            }
-        case 2 where segments[0] == "libraries": self = .library(try id(segments[1], "library"))
-        case 2 where segments[0] == "books": self = .book(try id(segments[1], "book"))
-        case 3 where segments[0] == "libraries" && segments[2] == "books":
-            self = .libraryBooks(try id(segments[1], "library"))
-        case 3 where segments[0] == "libraries" && segments[2] == "events":
-            self = .libraryEvents(try id(segments[1], "library"))
-        case 3 where segments[0] == "books" && segments[2] == "events": self = .bookEvents(try id(segments[1], "book"))
+        case 1 where matches(first, "libraries"): self = .libraries
+        case 1 where matches(first, "books"): self = .books
+        case 1 where matches(first, "healthz"): self = .health
+        case 1 where matches(first, "metrics"): self = .metrics
+        case 1 where matches(first, "openapi.yaml"): self = .openAPI
+        case 2 where matches(first, "libraries"): self = .library(try id(second, "library"))
+        case 2 where matches(first, "books"): self = .book(try id(second, "book"))
+        case 3 where matches(first, "libraries") && matches(third, "books"):
+            self = .libraryBooks(try id(second, "library"))
+        case 3 where matches(first, "libraries") && matches(third, "events"):
+            self = .libraryEvents(try id(second, "library"))
+        case 3 where matches(first, "books") && matches(third, "events"): self = .bookEvents(try id(second, "book"))
         default: throw Self.unknown(path)
         }
     }
@@ -72,13 +68,46 @@ enum Route: Sendable, Equatable {
         }
     }
 
-    /// The methods this route answers (OPTIONS is answered everywhere).
+    /// The methods this route answers (OPTIONS is answered everywhere): shared lists, never built
+    /// per request.
     var methods: [String] {
         switch self {
-        case .libraries, .books, .libraryBooks: ["GET", "HEAD", "POST", "OPTIONS"]
-        case .library, .book: ["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"]
-        case .libraryEvents, .bookEvents: ["GET", "OPTIONS"]
-        case .health, .metrics, .openAPI: ["GET", "HEAD", "OPTIONS"]
+        case .libraries, .books, .libraryBooks: Self.collectionMethods
+        case .library, .book: Self.resourceMethods
+        case .libraryEvents, .bookEvents: Self.streamMethods
+        case .health, .metrics, .openAPI: Self.readOnlyMethods
         }
     }
+
+    /// Whether `method` is one of `methods`, decided without touching the list.
+    func allows(_ method: String) -> Bool {
+        switch (self, method) {
+        case (_, "GET"), (_, "OPTIONS"): true
+        case (.libraryEvents, _), (.bookEvents, _): false
+        case (_, "HEAD"): true
+        case (.libraries, "POST"), (.books, "POST"), (.libraryBooks, "POST"): true
+        case (.library, "PUT"), (.library, "PATCH"), (.library, "DELETE"): true
+        case (.book, "PUT"), (.book, "PATCH"), (.book, "DELETE"): true
+        default: false
+        }
+    }
+
+    /// `methods` as the value of an `Allow` header.
+    var allow: String {
+        switch self {
+        case .libraries, .books, .libraryBooks: Self.collectionAllow
+        case .library, .book: Self.resourceAllow
+        case .libraryEvents, .bookEvents: Self.streamAllow
+        case .health, .metrics, .openAPI: Self.readOnlyAllow
+        }
+    }
+
+    private static let collectionMethods = ["GET", "HEAD", "POST", "OPTIONS"]
+    private static let resourceMethods = ["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"]
+    private static let streamMethods = ["GET", "OPTIONS"]
+    private static let readOnlyMethods = ["GET", "HEAD", "OPTIONS"]
+    private static let collectionAllow = collectionMethods.joined(separator: ", ")
+    private static let resourceAllow = resourceMethods.joined(separator: ", ")
+    private static let streamAllow = streamMethods.joined(separator: ", ")
+    private static let readOnlyAllow = readOnlyMethods.joined(separator: ", ")
 }

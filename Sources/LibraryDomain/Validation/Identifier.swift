@@ -26,22 +26,29 @@ package enum Identifier {
     private static let counter = Atomic<Int>(0)
 
     /// The canonical (lowercase) form of `text` if it is a UUID, else nil.
+    ///
+    /// Checked in place; an id already in canonical form (the usual case) costs one copy, the
+    /// returned string.
     package static func canonical(_ text: some StringProtocol) -> String? {
-        var bytes = Array(text.utf8)
-        guard bytes.count == 36 else { return nil }
-        for index in bytes.indices {
-            let byte = bytes[index]
+        let utf8 = text.utf8
+        guard utf8.count == 36 else { return nil }
+        var isLowercase = true
+        var position = utf8.startIndex
+        for index in 0..<36 {
+            let byte = utf8[position]
+            position = utf8.index(after: position)
             if index == 8 || index == 13 || index == 18 || index == 23 {
                 guard byte == UInt8(ascii: "-") else { return nil }
             } else {
                 switch byte {
                 case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): break
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): bytes[index] = byte + 32
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): isLowercase = false
                 default: return nil
                 }
             }
         }
-        return String(decoding: bytes, as: UTF8.self)
+        guard !isLowercase else { return String(text) }
+        return String(decoding: utf8.map { (0x41...0x46).contains($0) ? $0 + 32 : $0 }, as: UTF8.self)
     }
 
     /// Whether `text` is a UUID.
