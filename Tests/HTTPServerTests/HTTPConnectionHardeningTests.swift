@@ -91,14 +91,18 @@ func withConnection(
     // Issue 12 (8): the write deadline ran from the first time the kernel buffer was full, so a
     // client reading steadily but slowly was cut off after the write timeout.
     @Test func connection_KeepsAReaderThatIsSlowButSteady() throws {
-        try withConnection(BulkResponder(), configure: { $0.writeTimeout = 1_000 }) { connection in
+        // A read every 40 ms, the timeout 2 s: a test thread starved for a while on a loaded
+        // machine (CI runs every suite at once) still reads well within it.
+        try withConnection(BulkResponder(), configure: { $0.writeTimeout = 2_000 }) { connection in
             try connection.send("GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
             let head = try connection.readHead()
             #expect(head.status == 200)
             var received = 0
             while received < BulkResponder.size {
-                usleep(10_000)  // about 800 KB/s: the whole body takes some 4 s, four write timeouts
-                guard let chunk = try? connection.read(count: min(8_192, BulkResponder.size - received)) else { break }
+                usleep(40_000)  // about 400 KB/s: the whole body takes some 8 s, four write timeouts
+                guard let chunk = try? connection.read(count: min(16_384, BulkResponder.size - received)) else {
+                    break
+                }
                 received += chunk.count
             }
             #expect(received == BulkResponder.size)
