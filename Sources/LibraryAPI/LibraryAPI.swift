@@ -156,7 +156,8 @@ package final class LibraryAPI: HTTPResponder {
         case (_, "OPTIONS"): break  // CORS preflights carry no credentials
         case (_, "POST"), (_, "PUT"), (_, "PATCH"), (_, "DELETE"): try authorize(request)
         case (.health, _), (.openAPI, _): break  // open to probes and tools, with no data in them
-        case (.libraryEvents, _), (.bookEvents, _): try authorizeRead(request, stream: true)
+        case (.libraryEvents, _), (.bookEvents, _), (.librariesEvents, _), (.booksEvents, _), (.events, _):
+            try authorizeRead(request, stream: true)
         default: try authorizeRead(request, stream: false)
         }
         switch method {
@@ -188,6 +189,9 @@ package final class LibraryAPI: HTTPResponder {
         case (.book(let id), _): try getBook(id, exchange)
         case (.libraryEvents(let id), _): try streamEvents(.library(id), exchange)
         case (.bookEvents(let id), _): try streamEvents(.book(id), exchange)
+        case (.librariesEvents, _): try streamEvents(.libraries, exchange)
+        case (.booksEvents, _): try streamEvents(.books(BookFilter()), exchange)
+        case (.events, _): try streamWatches(exchange)
         case (.health, _): health(exchange)
         case (.metrics, _): exchange.finish(metricsResponse())
         case (.openAPI, _): exchange.finish(specResponse())

@@ -1,7 +1,7 @@
 import LibraryDomain
 import SQLite
 
-/// The durable change log (`change_log`, migration 0004), written in the same transaction as the
+/// The durable change log (`change_log`, migrations 0004 and 0005), written in the same transaction as the
 /// change it records, so an event id never names a change that was rolled back.
 ///
 /// A row's id (`item`) is its change's sequence number times 2^24 plus its position in the change:
@@ -24,8 +24,9 @@ enum ChangeLog {
         let insert = try connection.statement(
             """
             INSERT INTO change_log (item, entity, entity_id, deleted, fields, library_id, moved_from, name, address,
-                book_count, title, author, isbn, published_year, available, version, created_at, updated_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                book_count, title, author, isbn, published_year, available, version, created_at, updated_at,
+                previous_author, previous_available)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """
         )
         for (position, item) in items.enumerated() {
@@ -35,15 +36,18 @@ enum ChangeLog {
                 try insert.run([
                     rowID, "library", .text(library.id), .bool(deleted), .text(names(fields)), .text(library.id), nil,
                     .text(library.name), .optional(library.address), .int(library.bookCount), nil, nil, nil, nil, nil,
-                    .int(library.version), .text(library.createdAt), .text(library.updatedAt),
+                    .int(library.version), .text(library.createdAt), .text(library.updatedAt), nil, nil,
                 ])
-            case .book(let book, let fields, let previous, let deleted):
-                let movedFrom = previous.flatMap { $0 == book.libraryId ? nil : $0 }
+            case .book(let book, let fields, let before, let deleted):
+                // Each previous value only when it differs, so that unchanged rows stay lean.
+                let movedFrom = before.flatMap { $0.libraryId == book.libraryId ? nil : $0.libraryId }
+                let previousAuthor = before.flatMap { $0.author == book.author ? nil : $0.author }
+                let previousAvailable = before.flatMap { $0.available == book.available ? nil : $0.available }
                 try insert.run([
                     rowID, "book", .text(book.id), .bool(deleted), .text(names(fields)), .text(book.libraryId),
                     .optional(movedFrom), nil, nil, nil, .text(book.title), .text(book.author), .optional(book.isbn),
                     .optional(book.publishedYear), .bool(book.available), .int(book.version), .text(book.createdAt),
-                    .text(book.updatedAt),
+                    .text(book.updatedAt), .optional(previousAuthor), previousAvailable.map { .bool($0) } ?? .null,
                 ])
             }
         }
@@ -92,11 +96,32 @@ extension LibraryReader {
         try changes(where: "library_id = ? OR moved_from = ?", [.text(id), .text(id)], after: seq, through: last)
     }
 
+    /// The logged changes after `seq` (up to `through`) that can concern a collection: every
+    /// library change for `.libraries`; for `.books(filter)` the book changes (of the filtered
+    /// library and those that left it, when the filter names one), which the live engine then
+    /// tests against the filter as it tests live ones. Bounded by the kept history.
+    package func changes(ofCollection target: LiveTarget, after seq: Int, through last: Int) throws
+        -> [CommittedChange]
+    {
+        switch target {
+        case .books(let filter):
+            if let library = filter.libraryId {
+                return try changes(
+                    where: "(library_id = ? OR moved_from = ?) AND entity = 'book'", [.text(library), .text(library)],
+                    after: seq, through: last)
+            }
+            return try changes(where: "entity = 'book'", [], after: seq, through: last)
+        default:
+            return try changes(where: "entity = 'library'", [], after: seq, through: last)
+        }
+    }
+
     /// The query behind a replay, for `EXPLAIN QUERY PLAN` in tests.
     static func changesQuery(where condition: String) -> String {
         """
         SELECT item, entity, entity_id, deleted, fields, library_id, moved_from, name, address, book_count, title,
-            author, isbn, published_year, available, version, created_at, updated_at
+            author, isbn, published_year, available, version, created_at, updated_at, previous_author,
+            previous_available
         FROM change_log WHERE (\(condition)) AND item >= ? AND item < ? ORDER BY item
         """
     }
@@ -124,15 +149,16 @@ extension LibraryReader {
                 isbn: row.optionalText(12), publishedYear: row.optionalInt(13), available: row.bool(14),
                 version: row.int(15), createdAt: row.text(16), updatedAt: row.text(17), seq: 0
             )
-            // Created by this change: no library before it; else where it was, moved or not.
+            // Created by this change: nothing before it; else each filtered value as it was.
             let created = fields.contains(BookField.id.rawValue)
-            let previous = created ? nil : (row.optionalText(6) ?? book.libraryId)
+            let before =
+                created
+                ? nil
+                : BookKeys(
+                    libraryId: row.optionalText(6) ?? book.libraryId, author: row.optionalText(18) ?? book.author,
+                    available: row.optionalInt(19).map { $0 != 0 } ?? book.available)
             return (
-                seq,
-                .book(
-                    book, fields: Set(fields.compactMap(BookField.init)), previousLibraryID: previous,
-                    deleted: row.bool(3)
-                )
+                seq, .book(book, fields: Set(fields.compactMap(BookField.init)), before: before, deleted: row.bool(3))
             )
         }
         var result: [CommittedChange] = []

@@ -12,6 +12,8 @@ extension LibraryStore: LiveStore {
                 switch target {
                 case .book(let id):
                     return LoadedState(seq: seq, resource: try reader.book(id: id).map { .book($0) })
+                case .libraries, .books:
+                    preconditionFailure("a collection is read by pages (snapshot(of:pageSize:)), not loaded")
                 case .library(let id):
                     guard let library = try reader.library(id: id) else { return LoadedState(seq: seq, resource: nil) }
                     return LoadedState(
@@ -35,9 +37,14 @@ extension LibraryStore: LiveStore {
                 switch target {
                 case .book(let id): return try reader.changes(ofBook: id, after: seq, through: last)
                 case .library(let id): return try reader.changes(ofLibrary: id, after: seq, through: last)
+                case .libraries, .books: return try reader.changes(ofCollection: target, after: seq, through: last)
                 }
             },
             completion: completion
         )
+    }
+
+    package func snapshot(of collection: LiveTarget, pageSize: Int) -> any CollectionSnapshot {
+        PagedSnapshot(store: self, target: collection, pageSize: pageSize)
     }
 }

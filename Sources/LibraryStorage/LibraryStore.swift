@@ -9,7 +9,7 @@ import Synchronization
 /// Work is given as a closure that runs on a database thread and a completion that receives its
 /// result there, so callers on event-loop threads never block.
 package final class LibraryStore: Sendable {
-    private let pool: DatabasePool
+    let pool: DatabasePool
     /// The migrations applied when the store opened (empty when the schema was current).
     package let appliedMigrations: [Migration]
     /// How many changes the change log keeps at least, for resuming event streams.

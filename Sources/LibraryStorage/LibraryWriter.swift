@@ -68,7 +68,7 @@ package final class LibraryWriter {
         .map([.text(id)], LibraryReader.book)
         try connection.statement("DELETE FROM libraries WHERE id = ?").run([.text(id)])
         for book in books {
-            note(.book(book, fields: [], previousLibraryID: book.libraryId, deleted: true))
+            note(.book(book, fields: [], before: book.keys, deleted: true))
         }
         note(.library(current, fields: [], deleted: true))
         return (current, books.map(\.id))
@@ -92,7 +92,7 @@ package final class LibraryWriter {
             LibraryReader.book
         )!
         try adjustBookCount(of: draft.libraryId, by: 1, at: now)
-        note(.book(book, fields: book.changedFields(from: nil), previousLibraryID: nil, deleted: false))
+        note(.book(book, fields: book.changedFields(from: nil), before: nil, deleted: false))
         return book
     }
 
@@ -132,12 +132,12 @@ package final class LibraryWriter {
             """
         ).first(values + [.text(now), .text(id)], LibraryReader.book)!
         note(
-            .book(book, fields: book.changedFields(from: current), previousLibraryID: current.libraryId, deleted: false)
+            .book(book, fields: book.changedFields(from: current), before: current.keys, deleted: false)
         )
         return book
     }
 
-    /// Applies a merge patch. A patch of one field other than `libraryId` (the common PATCH) is one
+    /// Applies a merge patch. A patch of one field other than `libraryId` or `author` (the common PATCH) is one
     /// `UPDATE … RETURNING` with no read before it: the statement sets the field only where the row
     /// exists, passes the precondition and holds another value, so a row back means exactly that
     /// field changed. Anything else (no row: missing, stale or unchanged; several fields; a move;
@@ -152,9 +152,11 @@ package final class LibraryWriter {
             }
             sql += " AND \(column) IS NOT ?1 RETURNING \(LibraryReader.bookColumns)"
             if let book = try connection.statement(sql).first(values, LibraryReader.book) {
-                note(
-                    .book(
-                        book, fields: [field, .version, .updatedAt], previousLibraryID: book.libraryId, deleted: false))
+                // The row came back, so the field changed: `available` was the other value; no
+                // other field a filter tests can take this path (`singleColumn`).
+                var before = book.keys
+                if field == .available { before.available.toggle() }
+                note(.book(book, fields: [field, .version, .updatedAt], before: before, deleted: false))
                 return book
             }
         }
@@ -167,7 +169,7 @@ package final class LibraryWriter {
         try check(precondition, version: current.version)
         try connection.statement("DELETE FROM books WHERE id = ?").run([.text(id)])
         try adjustBookCount(of: current.libraryId, by: -1, at: Timestamp.now())
-        note(.book(current, fields: [], previousLibraryID: current.libraryId, deleted: true))
+        note(.book(current, fields: [], before: current.keys, deleted: true))
         return current
     }
 
@@ -220,9 +222,10 @@ extension BookPatch {
     /// libraries): that field, its column and its new value.
     fileprivate var singleColumn: (BookField, column: String, value: SQLiteValue)? {
         var set: [(BookField, String, SQLiteValue)] = []
-        if libraryId != nil { return nil }
+        // A move, or a new author, takes the path that reads the book first: collection streams
+        // need the library or author it had before (`ChangeItem.book`'s `before`).
+        if libraryId != nil || author != nil { return nil }
         if let title { set.append((.title, "title", .text(title))) }
-        if let author { set.append((.author, "author", .text(author))) }
         if let isbn { set.append((.isbn, "isbn", isbn.map { .text($0) } ?? .null)) }
         if let publishedYear { set.append((.publishedYear, "published_year", publishedYear.map { .int($0) } ?? .null)) }
         if let available { set.append((.available, "available", .int(available ? 1 : 0))) }

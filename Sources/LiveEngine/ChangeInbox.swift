@@ -33,22 +33,29 @@ final class ChangeInbox: Sendable {
         var changes: [CommittedChange] = []
         var fold: Fold?
         var scheduled = false
+        /// Whether the live side has anything watched or loading. While it has not, no change can
+        /// concern a subscriber and commits skip the inbox altogether.
+        var open = false
+        /// The latest change that skipped the inbox: the live side is past it too.
+        var skipped = 0
     }
 
     private let state = Mutex(State())
     private let capacity: Int
-    /// Whether the live side has anything materialized or loading. While it has not, no change can
-    /// concern a subscriber and commits skip the inbox altogether.
-    let isOpen = Atomic<Bool>(false)
 
     init(capacity: Int) {
         self.capacity = capacity
     }
 
-    /// Adds a committed change. Returns whether the live side must be woken to take it (nothing
-    /// was waiting), and how many changes were folded into others to make room.
-    func post(_ change: CommittedChange) -> (wake: Bool, folded: Int) {
+    /// Adds a committed change. Returns whether it was taken (not when the inbox is closed),
+    /// whether the live side must be woken to take it (nothing was waiting), and how many changes
+    /// were folded into others to make room.
+    func post(_ change: CommittedChange) -> (taken: Bool, wake: Bool, folded: Int) {
         state.withLock { state in
+            guard state.open else {
+                state.skipped = change.seq
+                return (false, false, 0)
+            }
             var folded = 0
             if state.fold != nil {
                 state.fold!.add(change)
@@ -64,7 +71,18 @@ final class ChangeInbox: Sendable {
                 state.changes.append(change)
             }
             defer { state.scheduled = true }
-            return (!state.scheduled, folded)
+            return (true, !state.scheduled, folded)
+        }
+    }
+
+    /// Opens or closes the inbox. On opening, returns the latest change that skipped it: nothing
+    /// was watched when it committed, so whatever starts watching now reads it from the database,
+    /// and the live side can count it (and anything older still waiting here) as applied.
+    func setOpen(_ open: Bool) -> Int? {
+        state.withLock { state in
+            guard state.open != open else { return nil }
+            state.open = open
+            return open ? state.skipped : nil
         }
     }
 
@@ -74,7 +92,9 @@ final class ChangeInbox: Sendable {
         state.withLock { state in
             var taken = state.changes
             if let fold = state.fold { taken = [CommittedChange(seq: fold.seq, items: fold.items)] }
-            state = State()
+            state.changes = []
+            state.fold = nil
+            state.scheduled = false
             return taken
         }
     }

@@ -7,25 +7,49 @@ package struct LiveEvent: Sendable {
         case snapshot, change, delete
     }
 
-    /// A book inside a library event: its id and the requested book fields.
+    /// An item inside a library's `books` or a collection: its id and the requested fields (book
+    /// fields for a book, library fields for a library in `/libraries/events`).
     package struct Member: Sendable {
         package let id: String
         package var fields: [(BookField, FieldValue)]
+        package var libraryFields: [(LibraryField, FieldValue)] = []
+
+        init(id: String, fields: [(BookField, FieldValue)]) {
+            self.id = id
+            self.fields = fields
+        }
+
+        init(id: String, libraryFields: [(LibraryField, FieldValue)]) {
+            self.id = id
+            self.fields = []
+            self.libraryFields = libraryFields
+        }
+
+        var isEmpty: Bool { fields.isEmpty && libraryFields.isEmpty }
     }
 
     /// A snapshot's members, as one flat table rather than a value per member: a snapshot of a
     /// million books is then two arrays, built and freed in one piece.
     package struct MemberTable: Sendable {
-        /// The book fields each member carries, in representation order.
-        package let fields: [BookField]
+        /// The names of the fields each member carries, in representation order.
+        package let fields: [String]
         package private(set) var ids: [String] = []
         /// `fields.count` values per member, member after member.
         package private(set) var values: [FieldValue] = []
 
         init(fields: [BookField], capacity: Int) {
-            self.fields = fields
+            self.init(names: fields.map(\.rawValue), capacity: capacity)
+        }
+
+        init(names: [String], capacity: Int) {
+            self.fields = names
             ids.reserveCapacity(capacity)
-            values.reserveCapacity(capacity * fields.count)
+            values.reserveCapacity(capacity * names.count)
+        }
+
+        mutating func append(_ id: String, values row: some Sequence<FieldValue>) {
+            ids.append(id)
+            values.append(contentsOf: row)
         }
 
         package var count: Int { ids.count }
@@ -35,7 +59,7 @@ package struct LiveEvent: Sendable {
             values[index * fields.count..<(index + 1) * fields.count]
         }
 
-        mutating func append(_ id: String, _ value: (BookField) -> FieldValue) {
+        mutating func append(_ id: String, _ fields: [BookField], _ value: (BookField) -> FieldValue) {
             ids.append(id)
             for field in fields { values.append(value(field)) }
         }
@@ -50,7 +74,19 @@ package struct LiveEvent: Sendable {
         package var isEmpty: Bool { added.isEmpty && removed.isEmpty && changed.isEmpty }
     }
 
+    /// Where a page of a collection's snapshot falls: a snapshot of any size is sent as pages,
+    /// the first opening its `items`, the last closing them and carrying the event's id.
+    package struct PagePosition: Sendable {
+        package var isFirst: Bool
+        package var isLast: Bool
+    }
+
     package let kind: Kind
+    /// Whether the event is a collection's (`/libraries/events`, `/books/events`): a snapshot has
+    /// `items`, a change has `added`, `removed` and `changed` at the top level and no `id`.
+    package let isCollection: Bool
+    /// For a page of a collection's snapshot: which page (its items are `members`).
+    package var page: PagePosition?
     /// The change this event reflects (for a snapshot: the latest change it includes).
     package var seq: Int { didSet { wire = WireForm() } }
     package let id: String
@@ -107,10 +143,11 @@ package struct LiveEvent: Sendable {
         }
     }
 
-    package init(kind: Kind, seq: Int, id: String) {
+    package init(kind: Kind, seq: Int, id: String, isCollection: Bool = false) {
         self.kind = kind
         self.seq = seq
         self.id = id
+        self.isCollection = isCollection
     }
 
     var isEmptyChange: Bool {

@@ -54,7 +54,9 @@ extension LiveHub {
     ) {
         let waiter = Waiter(request: request, open: open, outcome: outcome)
         let target = request.target
-        if let model = model(for: target) {
+        if target.isCollection {
+            subscribe(toCollection: waiter)
+        } else if let model = model(for: target) {
             attach(waiter, to: model)
         } else if let load = loads[target] {
             load.waiters.append(waiter)
@@ -73,18 +75,100 @@ extension LiveHub {
         switch target {
         case .book(let id): books[id].map(Model.book)
         case .library(let id): libraries[id].map(Model.library)
+        case .libraries, .books: nil
         }
     }
 
     func noteForLoads(_ item: ChangeItem, seq: Int) {
         switch item {
-        case .book(let book, _, let previous, _):
+        case .book(let book, _, let before, _):
             loads[.book(book.id)]?.note(item, seq: seq)
             loads[.library(book.libraryId)]?.note(item, seq: seq)
-            if let previous, previous != book.libraryId { loads[.library(previous)]?.note(item, seq: seq) }
+            if let previous = before?.libraryId, previous != book.libraryId { loads[.library(previous)]?.note(item, seq: seq) }
         case .library(let library, _, _):
             loads[.library(library.id)]?.note(item, seq: seq)
         }
+    }
+
+    // MARK: Collections
+
+    /// How many items a page of a collection's snapshot holds.
+    static let snapshotPage = 1_000
+
+    /// Subscribes to a collection. Nothing is loaded or kept: the subscriber joins the audience at
+    /// once (so no change can slip between its snapshot and its first live event), then gets
+    /// what it missed from the change log, or a snapshot read page by page.
+    private func subscribe(toCollection waiter: Waiter) {
+        let request = waiter.request
+        let subscriber = Subscriber(id: nextSubscriberID, request: request, sink: waiter.open(nextSubscriberID))
+        nextSubscriberID += 1
+        counters.subscribers.add(1, ordering: .relaxed)
+        waiter.outcome(.subscribed)
+        if audiences[request.target] == nil {
+            audiences[request.target] = Audience()
+            collectionAudiences += 1
+        }
+        _ = audiences[request.target]!.add(subscriber)
+        updateInbox()  // before any read, so that no commit the read misses skips the live side
+        if let after = request.resumeAfter, after <= appliedSeq, after >= appliedSeq - store.history {
+            resume(subscriber, after: after, stateSeq: appliedSeq, model: nil)
+        } else {
+            sendSnapshot(to: subscriber)
+        }
+    }
+
+    /// Sends a collection's snapshot a page at a time, at the pace the sink takes them. Live
+    /// changes are held meanwhile: those the snapshot includes (up to its id, known with the first
+    /// page) are dropped, the others folded and sent after the last page.
+    private func sendSnapshot(to subscriber: Subscriber) {
+        let cursor = store.snapshot(of: subscriber.request.target, pageSize: Self.snapshotPage)
+        subscriber.holdForSnapshot()
+        subscriber.snapshot = cursor
+        sendPage(of: cursor, to: subscriber, first: true)
+    }
+
+    private func sendPage(of cursor: any CollectionSnapshot, to subscriber: Subscriber, first: Bool) {
+        cursor.next { result in
+            LiveActor.enqueue {
+                guard subscriber.snapshot === cursor else { return }  // the stream ended
+                switch result {
+                case .failure:
+                    // The stream ends; the client reconnects and starts over.
+                    subscriber.finish()
+                case .success(let page):
+                    if first { subscriber.setFloor(page.seq) }
+                    let event = Self.event(of: page, first: first, shape: subscriber.request.shape)
+                    subscriber.sink.sendPage(event) {
+                        guard subscriber.snapshot === cursor else { return }
+                        guard page.isLast else { return self.sendPage(of: cursor, to: subscriber, first: false) }
+                        subscriber.closeSnapshot()
+                        subscriber.release(after: [])
+                        subscriber.sink.settled(through: page.seq)
+                    }
+                }
+            }
+        }
+    }
+
+    /// One page of a collection's snapshot as an event: its items with the requested fields.
+    static func event(of page: CollectionPage, first: Bool, shape: SubscriptionRequest.Shape) -> LiveEvent {
+        var event = LiveEvent(kind: .snapshot, seq: page.seq, id: "", isCollection: true)
+        event.page = .init(isFirst: first, isLast: page.isLast)
+        switch page.items {
+        case .books(let books):
+            let fields = BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) }
+            var table = LiveEvent.MemberTable(fields: fields, capacity: books.count)
+            for book in books { table.append(book.id, values: fields.lazy.map { book.value(of: $0) }) }
+            event.members = table
+        case .libraries(let libraries):
+            let fields = LibraryField.allCases.filter { $0 != .id && shape.libraryFields.contains($0) }
+            var table = LiveEvent.MemberTable(names: fields.map(\.rawValue), capacity: libraries.count)
+            for library in libraries {
+                table.append(library.id, values: fields.lazy.map { library.value(of: $0) })
+            }
+            event.members = table
+        }
+        return event
     }
 
     private func loaded(_ target: LiveTarget, _ result: Result<LoadedState, StoreError>) {
@@ -219,24 +303,40 @@ extension LiveHub {
         let stateSeq = max(appliedSeq, model.baseSeq)
         guard let after = request.resumeAfter, after <= stateSeq, after >= stateSeq - store.history else {
             subscriber.deliver(snapshot(of: model, request.shape, seq: stateSeq))
+            subscriber.sink.settled(through: stateSeq)
             return
         }
-        guard after < stateSeq else { return }  // nothing was missed
+        resume(subscriber, after: after, stateSeq: stateSeq, model: model)
+    }
+
+    /// Sends a resuming subscriber what it missed from `after` through `stateSeq` (the state the
+    /// live side is at), holding live changes meanwhile.
+    private func resume(_ subscriber: Subscriber, after: Int, stateSeq: Int, model: Model?) {
+        guard after < stateSeq else { return subscriber.sink.settled(through: stateSeq) }  // nothing was missed
         subscriber.held = Subscriber.Held()
-        store.changes(of: request.target, after: after, through: stateSeq) { result in
-            LiveActor.enqueue { self.replay(result, to: subscriber, model: model) }
+        store.changes(of: subscriber.request.target, after: after, through: stateSeq) { result in
+            LiveActor.enqueue { self.replay(result, to: subscriber, model: model, stateSeq: stateSeq) }
         }
     }
 
     /// Sends a resuming subscriber what it missed, then what arrived meanwhile.
-    private func replay(_ result: Result<[CommittedChange]?, StoreError>, to subscriber: Subscriber, model: Model) {
+    private func replay(
+        _ result: Result<[CommittedChange]?, StoreError>,
+        to subscriber: Subscriber,
+        model: Model?,
+        stateSeq: Int
+    ) {
         guard case .success(let changes?) = result else {
             // The history no longer reaches back far enough (or could not be read): start afresh.
             subscriber.held = nil
-            subscriber.deliver(snapshot(of: model, subscriber.request.shape, seq: max(appliedSeq, model.baseSeq)))
+            guard let model else { return sendSnapshot(to: subscriber) }
+            let seq = max(appliedSeq, model.baseSeq)
+            subscriber.deliver(snapshot(of: model, subscriber.request.shape, seq: seq))
+            subscriber.sink.settled(through: seq)
             return
         }
         subscriber.release(after: Self.events(replaying: changes, for: subscriber.request))
+        subscriber.sink.settled(through: stateSeq)
     }
 
     /// The events logged changes make for a subscriber, through the same deltas as live ones.
@@ -262,6 +362,7 @@ extension LiveHub {
                 self.nextSubscriberID += 1
                 waiter.outcome(.subscribed)
                 events.forEach { subscriber.deliver($0, coalescing: false) }  // the delete ends the stream
+                subscriber.sink.settled(through: last.seq)
             }
         }
     }
@@ -280,10 +381,9 @@ extension LiveHub {
             event.libraryFields = ResourceDelta.values(shape.libraryFields) { library.value(of: $0) }
             if shape.members {
                 let members = library.orderedMembers()
-                var table = LiveEvent.MemberTable(
-                    fields: BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) },
-                    capacity: members.count)
-                for book in members { table.append(book.id) { book.value(of: $0) } }
+                let fields = BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) }
+                var table = LiveEvent.MemberTable(fields: fields, capacity: members.count)
+                for book in members { table.append(book.id, fields) { book.value(of: $0) } }
                 event.members = table
             }
             library.snapshots[shape] = event
@@ -295,6 +395,7 @@ extension LiveHub {
     package func unsubscribe(_ id: Int, from target: LiveTarget) {
         guard let audience = audiences[target], let subscriber = audience.remove(id) else { return }
         forget(subscriber)
+        subscriber.closeSnapshot()
         if case .library(let libraryID) = target {
             // Its fields may no longer be tracked: a kept snapshot could go stale.
             libraries[libraryID]?.snapshots = [:]
@@ -302,6 +403,8 @@ extension LiveHub {
         guard audience.isEmpty else { return }
         audiences[target] = nil
         switch target {
+        case .libraries, .books:
+            collectionAudiences -= 1
         case .book(let bookID):
             if let book = books[bookID], libraries[book.libraryId]?.members[bookID] !== book { books[bookID] = nil }
         case .library(let libraryID):

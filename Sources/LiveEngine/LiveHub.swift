@@ -16,6 +16,10 @@ package final class LiveHub {
     var books: [String: LiveBook] = [:]
     var libraries: [String: LiveLibrary] = [:]
     var audiences: [LiveTarget: Audience] = [:]
+    /// How many of `audiences` watch a collection: while none do, changes skip that lookup.
+    var collectionAudiences = 0
+    /// Who waits for the live side to reach a change (`whenApplied`), in no order.
+    private var appliedWaiters: [(seq: Int, callback: @LiveActor () -> Void)] = []
     /// Resources being read for their first subscribers, with the changes that concern them meanwhile.
     var loads: [LiveTarget: PendingLoad] = [:]
     /// The last change applied to the models.
@@ -63,25 +67,48 @@ package final class LiveHub {
     /// Called on the writer's thread for every commit, in commit order.
     private nonisolated func post(_ change: CommittedChange) {
         counters.committedSeq.raise(to: change.seq)
-        guard inbox.isOpen.load(ordering: .sequentiallyConsistent) else {
+        let (taken, wake, folded) = inbox.post(change)
+        guard taken else {
             // Nothing is watched or loading: no subscriber can be affected (a load that starts
             // later reads this change from the database).
             counters.publishedSeq.raise(to: change.seq)
             return
         }
-        let (wake, folded) = inbox.post(change)
         if folded > 0 { counters.folded.add(folded, ordering: .relaxed) }
         if wake { LiveActor.enqueue { self.drain() } }
     }
 
     private func drain() {
         for change in inbox.take() { apply(change) }
+        wakeAppliedWaiters()
     }
 
-    /// Opens the inbox while anything is materialized or loading, closes it when nothing is.
+    /// Opens the inbox while anything is materialized, loading or watching a collection, closes it
+    /// when nothing is.
     func updateInbox() {
-        let open = !books.isEmpty || !libraries.isEmpty || !loads.isEmpty
-        if inbox.isOpen.load(ordering: .relaxed) != open { inbox.isOpen.store(open, ordering: .sequentiallyConsistent) }
+        let open = !books.isEmpty || !libraries.isEmpty || !loads.isEmpty || collectionAudiences > 0
+        if let skipped = inbox.setOpen(open), skipped > appliedSeq {
+            appliedSeq = skipped
+            wakeAppliedWaiters()
+        }
+    }
+
+    /// Calls `callback` once every change through `seq` has been applied and published (at once
+    /// if it has).
+    package func whenApplied(through seq: Int, _ callback: @escaping @LiveActor () -> Void) {
+        if seq <= appliedSeq { return callback() }
+        appliedWaiters.append((seq, callback))
+    }
+
+    /// The latest change whose events every subscriber has been handed.
+    package var position: Int { appliedSeq }
+
+    private func wakeAppliedWaiters() {
+        guard !appliedWaiters.isEmpty else { return }
+        let due = appliedWaiters.filter { $0.seq <= appliedSeq }
+        guard !due.isEmpty else { return }
+        appliedWaiters.removeAll { $0.seq <= appliedSeq }
+        due.forEach { $0.callback() }
     }
 
     // MARK: Applying committed changes
@@ -91,8 +118,8 @@ package final class LiveHub {
         for item in change.items {
             if !loads.isEmpty { noteForLoads(item, seq: change.seq) }
             switch item {
-            case .book(let record, _, let previous, let deleted):
-                applyBook(record, previousLibraryID: previous, deleted: deleted, seq: change.seq)
+            case .book(let record, _, let before, let deleted):
+                applyBook(record, previousLibraryID: before?.libraryId, deleted: deleted, seq: change.seq)
             case .library(let record, _, let deleted):
                 guard let library = libraries[record.id], library.baseSeq < change.seq else { continue }
                 counters.applyWork.add(1, ordering: .relaxed)
@@ -101,7 +128,32 @@ package final class LiveHub {
         }
         appliedSeq = change.seq
         publish(seq: change.seq)
+        if collectionAudiences > 0 { publishToCollections(change) }
         counters.publishedSeq.raise(to: change.seq)
+    }
+
+    /// Hands the collection streams a change can concern their events. Those are found by lookup,
+    /// never by walking: a book is seen by the streams whose filter its values before or after
+    /// the change match, at most 8 filter keys each, whatever the collections' sizes.
+    private func publishToCollections(_ change: CommittedChange) {
+        var targets: Set<LiveTarget> = []
+        for item in change.items {
+            switch item {
+            case .library:
+                if audiences[.libraries] != nil { targets.insert(.libraries) }
+            case .book(let book, _, let before, let deleted):
+                for keys in [before, deleted ? nil : book.keys] {
+                    guard let keys else { continue }
+                    for filter in BookFilter.all(matching: keys) where audiences[.books(filter)] != nil {
+                        targets.insert(.books(filter))
+                    }
+                }
+            }
+        }
+        for target in targets {
+            guard let audience = audiences[target], let delta = ResourceDelta(change, for: target) else { continue }
+            counters.applyWork.add(1 + audience.deliver(delta, seq: change.seq), ordering: .relaxed)
+        }
     }
 
     private func applyBook(_ record: BookRecord, previousLibraryID previous: String?, deleted: Bool, seq: Int) {
@@ -268,7 +320,7 @@ package final class LiveHub {
         updateInbox()
     }
 
-    private func keepAlive() {
+    func keepAlive() {
         for audience in audiences.values {
             for subscriber in audience.subscribers { subscriber.keepAlive() }
         }

@@ -7,7 +7,9 @@ import LibraryDomain
 /// reported on the models, replay builds one from the change log, and both turn it into each
 /// subscriber's event with `event(seq:for:)`, so the two can never disagree.
 struct ResourceDelta {
+    /// The resource's id; empty for a collection.
     let id: String
+    var isCollection = false
     var deleted = false
     /// The resource's own changed fields, in representation order.
     var libraryFields: [(LibraryField, FieldValue)] = []
@@ -25,18 +27,25 @@ struct ResourceDelta {
     /// of it moved, which is never sent).
     func event(seq: Int, for shape: SubscriptionRequest.Shape) -> LiveEvent {
         if deleted { return LiveEvent(kind: .delete, seq: seq, id: id) }
-        var event = LiveEvent(kind: .change, seq: seq, id: id)
+        var event = LiveEvent(kind: .change, seq: seq, id: id, isCollection: isCollection)
         event.libraryFields = libraryFields.filter { shape.libraryFields.contains($0.0) }
         event.bookFields = bookFields.filter { shape.bookFields.contains($0.0) }
         if shape.members && !(added.isEmpty && removed.isEmpty && changed.isEmpty) {
-            var membership = LiveEvent.MembershipChange()
-            membership.added = added.map {
-                .init(id: $0.id, fields: $0.fields.filter { shape.bookFields.contains($0.0) })
+            // A collection of libraries lists library fields; a library's `books` and a collection
+            // of books list book fields.
+            let memberLibraryFields = isCollection ? shape.libraryFields : []
+            func requested(_ member: LiveEvent.Member) -> LiveEvent.Member {
+                var kept = member
+                kept.fields = member.fields.filter { shape.bookFields.contains($0.0) }
+                kept.libraryFields = member.libraryFields.filter { memberLibraryFields.contains($0.0) }
+                return kept
             }
+            var membership = LiveEvent.MembershipChange()
+            membership.added = added.map(requested)
             membership.removed = removed
             membership.changed = changed.compactMap { member in
-                let fields = member.fields.filter { shape.bookFields.contains($0.0) }
-                return fields.isEmpty ? nil : .init(id: member.id, fields: fields)
+                let kept = requested(member)
+                return kept.isEmpty ? nil : kept
             }
             if !membership.isEmpty { event.membership = membership }
         }
@@ -63,8 +72,9 @@ struct ResourceDelta {
                     concerned = true
                     self.deleted = deleted
                     libraryFields = Self.values(fields) { library.value(of: $0) }
-                case .book(let book, let fields, let previous, let deleted):
-                    let move = MemberMove(previous: previous, current: book.libraryId, deleted: deleted, library: id)
+                case .book(let book, let fields, let before, let deleted):
+                    let move = MemberMove(
+                        previous: before?.libraryId, current: book.libraryId, deleted: deleted, library: id)
                     switch move {
                     case .joined:
                         added.append(.init(id: book.id, fields: Self.values(BookField.all) { book.value(of: $0) }))
@@ -78,6 +88,36 @@ struct ResourceDelta {
                 }
             }
             if !concerned { return nil }
+        case .libraries:
+            self.init(id: "")
+            isCollection = true
+            for case .library(let library, let fields, let deleted) in change.items {
+                if deleted {
+                    removed.append(library.id)
+                } else if fields.contains(.id) {
+                    added.append(.init(id: library.id, libraryFields: Self.values(LibraryField.all) { library.value(of: $0) }))
+                } else {
+                    changed.append(.init(id: library.id, libraryFields: Self.values(fields) { library.value(of: $0) }))
+                }
+            }
+            if added.isEmpty && removed.isEmpty && changed.isEmpty { return nil }
+        case .books(let filter):
+            self.init(id: "")
+            isCollection = true
+            for case .book(let book, let fields, let before, let deleted) in change.items {
+                // Entering or leaving the filter is decided from the change: the filtered values
+                // before it and after it.
+                let was = before.map(filter.matches) ?? false
+                let isIn = !deleted && filter.matches(book.keys)
+                switch (was, isIn) {
+                case (false, true):
+                    added.append(.init(id: book.id, fields: Self.values(BookField.all) { book.value(of: $0) }))
+                case (true, false): removed.append(book.id)
+                case (true, true): changed.append(.init(id: book.id, fields: Self.values(fields) { book.value(of: $0) }))
+                case (false, false): continue
+                }
+            }
+            if added.isEmpty && removed.isEmpty && changed.isEmpty { return nil }
         }
     }
 
@@ -112,5 +152,10 @@ enum MemberMove {
 
 extension BookField {
     /// Every field a book event can carry.
+    static let all = Set(allCases).subtracting([.id])
+}
+
+extension LibraryField {
+    /// Every field a library event can carry.
     static let all = Set(allCases).subtracting([.id])
 }

@@ -8,16 +8,24 @@ import LibraryDomain
 /// amount of memory whatever the write rate.
 @LiveActor
 package final class Subscriber {
-    /// Live changes that arrive while a replay is read from the change log, sent after it.
+    /// Live changes that arrive while a replay is read from the change log, or a collection's
+    /// snapshot is sent, to be sent after it.
     struct Held {
         var change: FoldedChange?
         var delete: LiveEvent?
+        /// While a snapshot has not yet fixed its id (`floor`): the changes so far, whole, since
+        /// those it includes must be told from those it does not.
+        var early: [LiveEvent]?
     }
 
     package let id: Int
     let request: SubscriptionRequest
     let sink: any LiveEventSink
     var held: Held?
+    /// The id of the snapshot this subscriber was sent: changes up to it are in it already.
+    private(set) var floor = 0
+    /// The collection snapshot being sent, closed if the stream ends first.
+    var snapshot: (any CollectionSnapshot)?
     private var pending: FoldedChange?
     private var waiting = false
     private(set) var finished = false
@@ -33,9 +41,11 @@ package final class Subscriber {
     /// Sends `event` now if the connection keeps up, else folds it into the pending change.
     /// A replay is sent whole (`coalescing: false`): every missed change, in order.
     func deliver(_ event: LiveEvent, coalescing: Bool = true) {
-        guard !finished, !event.isEmptyChange else { return }
+        guard !finished, !event.isEmptyChange, event.kind != .change || event.seq > floor else { return }
         if held != nil {
-            if event.kind == .delete {
+            if held!.early != nil {
+                held!.early!.append(event)
+            } else if event.kind == .delete {
                 held!.delete = event
             } else if held!.change == nil {
                 held!.change = FoldedChange(event)
@@ -65,6 +75,20 @@ package final class Subscriber {
         waitForReady()
     }
 
+    /// Holds live changes until a collection snapshot, whose id is not known yet, has been sent.
+    func holdForSnapshot() {
+        held = Held(early: [])
+    }
+
+    /// The snapshot being sent includes every change through `seq`: drops those held, and any
+    /// that come later, and folds the rest until `release`.
+    func setFloor(_ seq: Int) {
+        floor = seq
+        guard let early = held?.early else { return }
+        held!.early = nil
+        for event in early { deliver(event) }
+    }
+
     /// Sends the replayed events, whole and in order, then what was held meanwhile, then goes live.
     func release(after replayed: [LiveEvent]) {
         let held = self.held
@@ -82,7 +106,13 @@ package final class Subscriber {
         guard !finished else { return }
         finished = true
         pending = nil
+        closeSnapshot()
         sink.finish()
+    }
+
+    func closeSnapshot() {
+        snapshot?.close()
+        snapshot = nil
     }
 
     private func waitForReady() {

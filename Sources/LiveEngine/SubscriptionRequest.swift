@@ -47,8 +47,18 @@ package protocol LiveEventSink: AnyObject {
     func send(_ event: LiveEvent)
     /// Calls `callback` once the connection has sent what is queued (at once if it has).
     func whenReady(_ callback: @escaping @Sendable () -> Void)
+    /// Sends one page of a collection's snapshot, then calls `next` once it can take another
+    /// (the pace of the connection: only a page waits in memory).
+    func sendPage(_ event: LiveEvent, then next: @escaping @Sendable @LiveActor () -> Void)
+    /// The subscriber's first events (a snapshot, or what it missed) have all been sent: what it
+    /// holds now is the state after change `seq`, and live changes follow.
+    func settled(through seq: Int)
     /// A comment line that keeps idle proxies from closing the stream.
     func keepAlive()
     /// Ends the stream.
     func finish()
+}
+
+extension LiveEventSink {
+    package func settled(through seq: Int) {}
 }

@@ -40,6 +40,8 @@ package final class DatabasePool: Sendable {
     private let transactionObserver: @Sendable (_ duration: Duration, _ writes: Int) -> Void
     /// Nil for `:memory:`, which has no WAL.
     private let checkpointer: Checkpointer?
+    private let path: String
+    private let busyTimeoutMilliseconds: Int32
 
     /// Opens the writer (running `prepare` on it first, e.g. migrations), then `laneCount` readers
     /// for the event loops and `backgroundReaderCount` for work handed off them.
@@ -55,6 +57,8 @@ package final class DatabasePool: Sendable {
         onTransaction: @escaping @Sendable (_ duration: Duration, _ writes: Int) -> Void = { _, _ in }
     ) throws {
         transactionObserver = onTransaction
+        self.path = path
+        self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
         let writerConnection = try Connection(
             path: path, role: .writer, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         try prepare(writerConnection)
@@ -79,6 +83,15 @@ package final class DatabasePool: Sendable {
             lanes = try open(laneCount, "lane")
             background = try open(backgroundReaderCount, "reader")
         }
+    }
+
+    /// A reader connection of its own, on its own queue, for a read transaction that lasts across
+    /// many jobs (a collection snapshot sent page by page, at the pace its client reads): it holds
+    /// no pooled reader meanwhile. Nil for `:memory:`, whose data no other connection can see.
+    package func dedicatedReader(label: String) throws -> DedicatedReader? {
+        guard path != ":memory:" else { return nil }
+        let connection = try Connection(path: path, role: .reader, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+        return DedicatedReader(Confined(connection, label: label))
     }
 
     /// Runs `work` with a background reader connection, on that connection's queue.
@@ -202,6 +215,25 @@ package final class DatabasePool: Sendable {
     }
 }
 
+/// A reader connection owned by one long read (`DatabasePool.dedicatedReader`), closed by `close`.
+package final class DedicatedReader: Sendable {
+    private let confined: Confined
+
+    init(_ confined: Confined) {
+        self.confined = confined
+    }
+
+    /// Runs `work` with the connection, on its queue, after the work given before.
+    package func async(_ work: @escaping @Sendable (Connection) -> Void) {
+        confined.async(work)
+    }
+
+    /// Closes the connection once the work given before has run.
+    package func close() {
+        confined.async { _ in self.confined.release() }
+    }
+}
+
 /// A connection and the serial queue that owns it.
 final class Confined: @unchecked Sendable {  // `connection` is only touched on `queue`.
     private var connection: Connection?
@@ -230,5 +262,10 @@ final class Confined: @unchecked Sendable {  // `connection` is only touched on 
 
     func close() {
         queue.sync { self.connection = nil }
+    }
+
+    /// Drops the connection; called on `queue`.
+    func release() {
+        connection = nil
     }
 }

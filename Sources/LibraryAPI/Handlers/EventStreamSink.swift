@@ -80,6 +80,12 @@ final class EventStreamSink: LiveEventSink {
         }
     }
 
+    func sendPage(_ event: LiveEvent, then next: @escaping @Sendable @LiveActor () -> Void) {
+        if event.page?.isLast == true { counters.events.add(1, ordering: .relaxed) }
+        write(EventEncoding.page(event))
+        whenReady { LiveActor.enqueue { next() } }
+    }
+
     func whenReady(_ callback: @escaping @Sendable () -> Void) {
         if queue.isEmpty && !encoding { stream.whenDrained(callback) } else { readyCallbacks.append(callback) }
     }

@@ -5,6 +5,8 @@ import LibraryDomain
 struct QueryParameters: Sendable {
     private var values: [String: String] = [:]
     private var repeated: Set<String> = []
+    /// Every `watch` given, in order: the one parameter that may repeat (`GET /events`).
+    private(set) var watches: [String] = []
 
     init(_ query: Substring?) throws(APIError) {
         guard let query, !query.isEmpty else { return }
@@ -14,7 +16,11 @@ struct QueryParameters: Sendable {
             guard let name = percentDecode(Substring(parts[0]), plusAsSpace: true),
                 let value = percentDecode(parts.count > 1 ? Substring(parts[1]) : "", plusAsSpace: true)
             else { throw .badRequest("The query string has an invalid percent-encoding.") }
-            if values.updateValue(value, forKey: name) != nil { repeated.insert(name) }
+            if name == "watch" {
+                watches.append(value)
+            } else if values.updateValue(value, forKey: name) != nil {
+                repeated.insert(name)
+            }
         }
     }
 

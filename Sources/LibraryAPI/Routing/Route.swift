@@ -10,6 +10,12 @@ enum Route: Sendable, Equatable {
     case books
     case book(String)
     case bookEvents(String)
+    /// `/libraries/events`: the collection of libraries.
+    case librariesEvents
+    /// `/books/events`: the books matching the query's filters.
+    case booksEvents
+    /// `/events`: many watches on one stream.
+    case events
     case health
     case metrics
     case openAPI
@@ -37,6 +43,9 @@ enum Route: Sendable, Equatable {
         case 1 where matches(first, "healthz"): self = .health
         case 1 where matches(first, "metrics"): self = .metrics
         case 1 where matches(first, "openapi.yaml"): self = .openAPI
+        case 1 where matches(first, "events"): self = .events
+        case 2 where matches(first, "libraries") && matches(second, "events"): self = .librariesEvents
+        case 2 where matches(first, "books") && matches(second, "events"): self = .booksEvents
         case 2 where matches(first, "libraries"): self = .library(try id(second, "library"))
         case 2 where matches(first, "books"): self = .book(try id(second, "book"))
         case 3 where matches(first, "libraries") && matches(third, "books"):
@@ -62,6 +71,9 @@ enum Route: Sendable, Equatable {
         case .books: "/books"
         case .book: "/books/{id}"
         case .bookEvents: "/books/{id}/events"
+        case .librariesEvents: "/libraries/events"
+        case .booksEvents: "/books/events"
+        case .events: "/events"
         case .health: "/healthz"
         case .metrics: "/metrics"
         case .openAPI: "/openapi.yaml"
@@ -74,7 +86,7 @@ enum Route: Sendable, Equatable {
         switch self {
         case .libraries, .books, .libraryBooks: Self.collectionMethods
         case .library, .book: Self.resourceMethods
-        case .libraryEvents, .bookEvents: Self.streamMethods
+        case .libraryEvents, .bookEvents, .librariesEvents, .booksEvents, .events: Self.streamMethods
         case .health, .metrics, .openAPI: Self.readOnlyMethods
         }
     }
@@ -83,7 +95,7 @@ enum Route: Sendable, Equatable {
     func allows(_ method: String) -> Bool {
         switch (self, method) {
         case (_, "GET"), (_, "OPTIONS"): true
-        case (.libraryEvents, _), (.bookEvents, _): false
+        case (.libraryEvents, _), (.bookEvents, _), (.librariesEvents, _), (.booksEvents, _), (.events, _): false
         case (_, "HEAD"): true
         case (.libraries, "POST"), (.books, "POST"), (.libraryBooks, "POST"): true
         case (.library, "PUT"), (.library, "PATCH"), (.library, "DELETE"): true
@@ -97,7 +109,7 @@ enum Route: Sendable, Equatable {
         switch self {
         case .libraries, .books, .libraryBooks: Self.collectionAllow
         case .library, .book: Self.resourceAllow
-        case .libraryEvents, .bookEvents: Self.streamAllow
+        case .libraryEvents, .bookEvents, .librariesEvents, .booksEvents, .events: Self.streamAllow
         case .health, .metrics, .openAPI: Self.readOnlyAllow
         }
     }

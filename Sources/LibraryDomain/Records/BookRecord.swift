@@ -121,8 +121,8 @@ package struct BookPatch: Sendable, Equatable {
     }
 }
 
-/// Which books a list returns; nil means no filter on that field.
-package struct BookFilter: Sendable, Equatable {
+/// Which books a list or a collection stream returns; nil means no filter on that field.
+package struct BookFilter: Sendable, Hashable {
     package var libraryId: String?
     package var author: String?
     package var available: Bool?
@@ -132,6 +132,46 @@ package struct BookFilter: Sendable, Equatable {
         self.author = author
         self.available = available
     }
+
+    /// Whether a book with these filtered values is in the list.
+    package func matches(_ keys: BookKeys) -> Bool {
+        (libraryId == nil || libraryId == keys.libraryId) && (author == nil || author == keys.author)
+            && (available == nil || available == keys.available)
+    }
+
+    /// Every filter a book with `keys` matches (each filtered field either unset or equal to the
+    /// book's value): the 8 keys under which collection streams that can see it are found.
+    package static func all(matching keys: BookKeys) -> [BookFilter] {
+        var filters: [BookFilter] = []
+        filters.reserveCapacity(8)
+        for library in [nil, keys.libraryId] {
+            for author in [nil, keys.author] {
+                for available in [nil, keys.available] {
+                    filters.append(BookFilter(libraryId: library, author: author, available: available))
+                }
+            }
+        }
+        return filters
+    }
+}
+
+/// The values of a book that list filters test, as they were before a change: whether the change
+/// made the book enter or leave a filtered collection is decided from these and the new values.
+package struct BookKeys: Sendable, Hashable {
+    package var libraryId: String
+    package var author: String
+    package var available: Bool
+
+    package init(libraryId: String, author: String, available: Bool) {
+        self.libraryId = libraryId
+        self.author = author
+        self.available = available
+    }
+}
+
+extension BookRecord {
+    /// The values list filters test.
+    package var keys: BookKeys { BookKeys(libraryId: libraryId, author: author, available: available) }
 }
 
 /// One page of a list, in insertion order.

@@ -14,8 +14,9 @@ package struct CommittedChange: Sendable {
 package enum ChangeItem: Sendable {
     /// `deleted` carries the last state of a deleted library.
     case library(LibraryRecord, fields: Set<LibraryField>, deleted: Bool)
-    /// `previousLibraryID` is where the book was before (nil when created by this write).
-    case book(BookRecord, fields: Set<BookField>, previousLibraryID: String?, deleted: Bool)
+    /// `before` holds the filtered values the book had before (its library, author and
+    /// availability; nil when this write created it).
+    case book(BookRecord, fields: Set<BookField>, before: BookKeys?, deleted: Bool)
 
     package var key: String {
         switch self {
@@ -29,8 +30,8 @@ package enum ChangeItem: Sendable {
         switch (self, later) {
         case (.library(_, let a, _), .library(let library, let b, let deleted)):
             .library(library, fields: a.union(b), deleted: deleted)
-        case (.book(_, let a, let previous, _), .book(let book, let b, _, let deleted)):
-            .book(book, fields: a.union(b), previousLibraryID: previous, deleted: deleted)
+        case (.book(_, let a, let before, _), .book(let book, let b, _, let deleted)):
+            .book(book, fields: a.union(b), before: before, deleted: deleted)
         default:
             later
         }

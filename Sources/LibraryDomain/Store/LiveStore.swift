@@ -1,7 +1,19 @@
-/// A resource an event stream can watch.
+/// What an event stream can watch: one resource, or a collection.
 package enum LiveTarget: Hashable, Sendable {
     case book(String)
     case library(String)
+    /// Every library.
+    case libraries
+    /// The books matching a filter, as `GET /books` with it lists them.
+    case books(BookFilter)
+
+    /// Whether this is a collection (its items come and go; it is never deleted).
+    package var isCollection: Bool {
+        switch self {
+        case .libraries, .books: true
+        case .book, .library: false
+        }
+    }
 }
 
 /// A watched resource as one read transaction saw it, with the id of the latest change included.
@@ -51,4 +63,44 @@ package protocol LiveStore: AnyObject, Sendable {
         through last: Int?,
         completion: @escaping @Sendable (Result<[CommittedChange]?, StoreError>) -> Void
     )
+
+    /// Opens a paged snapshot of a collection (`.libraries` or `.books(filter)`), `pageSize` items
+    /// a page.
+    func snapshot(of collection: LiveTarget, pageSize: Int) -> any CollectionSnapshot
+}
+
+/// One page of a collection's snapshot.
+package struct CollectionPage: Sendable {
+    package enum Items: Sendable {
+        case libraries([LibraryRecord])
+        case books([BookRecord])
+
+        package var count: Int {
+            switch self {
+            case .libraries(let items): items.count
+            case .books(let items): items.count
+            }
+        }
+    }
+
+    /// The latest change the snapshot includes: every page describes the state right after it.
+    package let seq: Int
+    package let items: Items
+    /// Whether this page ends the snapshot.
+    package let isLast: Bool
+
+    package init(seq: Int, items: Items, isLast: Bool) {
+        self.seq = seq
+        self.items = items
+        self.isLast = isLast
+    }
+}
+
+/// A collection's items read in one read transaction, a page at a time, at the pace of whoever
+/// sends them: however large the collection, only a page is in memory.
+package protocol CollectionSnapshot: AnyObject, Sendable {
+    /// Reads the next page, in list order (the first call fixes the moment the snapshot shows).
+    func next(completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void)
+    /// Ends the read, whether or not every page was read.
+    func close()
 }

@@ -1,0 +1,318 @@
+import Dispatch
+import HTTPServer
+import LibraryDomain
+import LiveEngine
+
+/// One `GET /events` stream carrying many watches: each watch is an ordinary subscription of the
+/// hub whose events land here, and go out in frames.
+///
+/// A frame is one SSE event (no `event:` line, so `EventSource.onmessage` gets it) whose `data:`
+/// is a JSON array of `{"watch", "event", "data"}` entries, possibly over several `data:` lines,
+/// and whose `id:` line comes last: `<seq>.<tag>`. `seq` is a change every watch is exactly at
+/// once the frame is read, so ids strictly increase and resuming from one neither loses nor
+/// repeats a change, whichever watches a write touched. `tag` names the watches the stream
+/// carried (a hash of each), so that a reconnect with a changed set resumes the old watches and
+/// sends the new ones a snapshot.
+///
+/// A frame is written only when every watch has sent its first events (snapshot or replay) and
+/// the live side has applied every change up to the newest of them. Meanwhile, and whenever the
+/// connection falls behind, each watch's changes fold into one (`FoldedChange`), so a slow reader
+/// costs memory for what changed, not for how often.
+@LiveActor
+final class Multiplexer {
+    /// One watch and what waits to be written for it.
+    @LiveActor final class Part {
+        let watch: String
+        let target: LiveTarget
+        let watchJSON: [UInt8]
+        var subscriberID: Int?
+        /// Its first events have been handed over, up to change `floor`.
+        var settled = false
+        var floor = 0
+        /// Its resource was deleted (its `delete` is its last event).
+        var deleted = false
+        var snapshot: LiveEvent?
+        var change: FoldedChange?
+        var delete: LiveEvent?
+        /// A page of its collection snapshot waiting for the frame to be free.
+        var waitingPage: (event: LiveEvent, next: @Sendable @LiveActor () -> Void)?
+
+        init(watch: String, target: LiveTarget) {
+            self.watch = watch
+            self.target = target
+            var json = JSONWriter()
+            json.string(watch)
+            watchJSON = json.bytes
+        }
+
+        var hasPending: Bool { snapshot != nil || change != nil || delete != nil }
+    }
+
+    /// The most watches one stream carries.
+    nonisolated static let maxWatches = 100
+    /// Writes queued on the connection past which frames wait (and changes fold).
+    static let maxBacklog = 32
+
+    let hub: LiveHub
+    let parts: [Part]
+    let tag: String
+    private(set) var stream: HTTPStream?
+    private var outstanding: Int
+    private var failed = false
+    private var ended = false
+    /// Entries written in the open frame; nil when no frame is open.
+    private var frameEntries: Int?
+    /// The watch whose snapshot pages are being written into the open frame.
+    private var paging: Part?
+    private var flushScheduled = false
+    private var waitingDrain = false
+    private var waitingApplied = false
+    private var lastKeepAlive = DispatchTime.now()
+
+    init(hub: LiveHub, parts: [Part]) {
+        self.hub = hub
+        self.parts = parts
+        outstanding = parts.count
+        tag = Self.tag(parts.map(\.watch))
+    }
+
+    /// The tag of a set of watches: each watch's 32-bit FNV-1a hash in hex, sorted.
+    nonisolated static func tag(_ watches: [String]) -> String {
+        watches.map { watch in
+            var hash: UInt32 = 2_166_136_261
+            for byte in watch.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+            let hex = String(hash, radix: 16)
+            return String(repeating: "0", count: 8 - hex.count) + hex
+        }
+        .sorted().joined()
+    }
+
+    // MARK: Opening
+
+    /// A watch's subscription answered: the stream opens once every one has, or fails with the
+    /// first that could not.
+    func outcome(
+        _ part: Part,
+        _ outcome: LiveHub.Outcome,
+        resumed: Bool,
+        open: () -> HTTPStream,
+        fail: (APIError) -> Void
+    ) {
+        guard !failed else {
+            // Another watch failed first: this one's subscription goes too.
+            if let id = part.subscriberID { hub.unsubscribe(id, from: part.target) }
+            part.subscriberID = nil
+            return
+        }
+        switch outcome {
+        case .subscribed:
+            break
+        case .notFound where resumed:
+            // Deleted before the id the client resumes from (it got that `delete`): nothing to send.
+            part.settled = true
+            part.deleted = true
+        case .notFound:
+            failed = true
+            unsubscribeAll()
+            return fail(.notFound("watch \"\(part.watch.prefix(300))\": no \(LibraryAPI.describe(part.target)) exists."))
+        case .failed(let error):
+            failed = true
+            unsubscribeAll()
+            return fail(APIError(error, resource: LibraryAPI.describe(part.target)))
+        }
+        outstanding -= 1
+        guard outstanding == 0 else { return }
+        let stream = open()
+        stream.write(Array("retry: 2000\n\n".utf8))
+        self.stream = stream
+        startWaitingPage()
+        scheduleFlush()
+    }
+
+    /// The connection closed: every watch's subscription goes.
+    func closed() {
+        ended = true
+        unsubscribeAll()
+    }
+
+    private func unsubscribeAll() {
+        for part in parts {
+            if let id = part.subscriberID { hub.unsubscribe(id, from: part.target) }
+            part.subscriberID = nil
+        }
+    }
+
+    // MARK: From the watches
+
+    func receive(_ part: Part, _ event: LiveEvent) {
+        hub.counters.events.add(1, ordering: .relaxed)
+        switch event.kind {
+        case .snapshot:
+            part.snapshot = event
+            part.change = nil
+            part.delete = nil
+        case .change:
+            if part.change == nil { part.change = FoldedChange(event) } else { part.change!.fold(event) }
+        case .delete:
+            part.deleted = true
+            part.change = nil
+            part.delete = event
+        }
+        scheduleFlush()
+    }
+
+    func settled(_ part: Part, through seq: Int) {
+        part.settled = true
+        part.floor = max(part.floor, seq)
+        scheduleFlush()
+    }
+
+    /// A watch's stream ended. After its `delete` that is expected; otherwise (the server stops,
+    /// a snapshot could not be read) the whole stream ends and the client resumes.
+    func finished(_ part: Part) {
+        guard !part.deleted, !ended else { return }
+        ended = true
+        unsubscribeAll()
+        if let stream { stream.finish() }
+    }
+
+    /// A page of a watch's collection snapshot: written into the open frame when no other
+    /// watch's pages are, else kept until they are done (the hub sends the next page only when
+    /// asked, so one page per watch waits at most).
+    func page(_ part: Part, _ event: LiveEvent, then next: @escaping @Sendable @LiveActor () -> Void) {
+        guard let stream, !ended, paging == nil || paging === part else {
+            part.waitingPage = (event, next)
+            return
+        }
+        paging = part
+        var bytes: [UInt8] = []
+        if event.page?.isFirst == true {
+            bytes += entryStart(part, kind: "snapshot")
+            bytes += Array(#"{"items":["#.utf8) + [10]
+        }
+        bytes += EventEncoding.pageItems(event, opening: [])
+        if event.page?.isLast == true {
+            bytes += Array("data: ]}}\n".utf8)
+            paging = nil
+        }
+        stream.write(bytes)
+        stream.whenDrained {
+            LiveActor.enqueue {
+                next()
+                self.startWaitingPage()
+            }
+        }
+    }
+
+    private func startWaitingPage() {
+        guard paging == nil, stream != nil else { return }
+        guard let part = parts.first(where: { $0.waitingPage != nil }), let (event, next) = part.waitingPage else {
+            return scheduleFlush()
+        }
+        part.waitingPage = nil
+        page(part, event, then: next)
+    }
+
+    func keepAlive() {
+        guard let stream, !ended, frameEntries == nil, stream.backlog == 0,
+            DispatchTime.now().uptimeNanoseconds - lastKeepAlive.uptimeNanoseconds > 1_000_000_000
+        else { return }
+        lastKeepAlive = .now()
+        stream.write(Array(": keep-alive\n\n".utf8))
+    }
+
+    // MARK: Frames
+
+    private func scheduleFlush() {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        LiveActor.enqueue {
+            self.flushScheduled = false
+            self.flush()
+        }
+    }
+
+    /// Writes what waits, and closes the frame, once every watch is at one same change.
+    private func flush() {
+        guard let stream, !ended, paging == nil, parts.allSatisfy(\.settled),
+            !parts.contains(where: { $0.waitingPage != nil })
+        else { return }
+        let floor = parts.map(\.floor).max() ?? 0
+        guard hub.position >= floor else {
+            if !waitingApplied {
+                waitingApplied = true
+                hub.whenApplied(through: floor) {
+                    self.waitingApplied = false
+                    self.scheduleFlush()
+                }
+            }
+            return
+        }
+        guard frameEntries != nil || parts.contains(where: \.hasPending) else { return }
+        guard stream.backlog < Self.maxBacklog else {
+            if !waitingDrain {
+                waitingDrain = true
+                stream.whenDrained {
+                    LiveActor.enqueue {
+                        self.waitingDrain = false
+                        self.scheduleFlush()
+                    }
+                }
+            }
+            return
+        }
+        var bytes: [UInt8] = []
+        for part in parts where part.hasPending {
+            if let snapshot = part.snapshot { bytes += entry(part, snapshot) }
+            if let change = part.change { bytes += entry(part, change.event) }
+            if let delete = part.delete { bytes += entry(part, delete) }
+            (part.snapshot, part.change, part.delete) = (nil, nil, nil)
+        }
+        guard frameEntries != nil else { return }
+        bytes += Array("data: ]\nid: \(hub.position).\(tag)\n\n".utf8)
+        frameEntries = nil
+        stream.write(bytes)
+    }
+
+    /// The start of an entry, up to its `data` value: opens the frame first if none is open.
+    private func entryStart(_ part: Part, kind: String) -> [UInt8] {
+        var bytes = Array((frameEntries == nil ? "data: [" : "data: ,").utf8)
+        frameEntries = (frameEntries ?? 0) + 1
+        bytes += Array(#"{"watch":"#.utf8) + part.watchJSON
+        bytes += Array(#","event":""#.utf8) + Array(kind.utf8) + Array(#"","data":"#.utf8)
+        return bytes
+    }
+
+    private func entry(_ part: Part, _ event: LiveEvent) -> [UInt8] {
+        var bytes = entryStart(part, kind: event.kind.rawValue)
+        // Not the shared `wire` form: that one is a whole SSE event, for single streams.
+        bytes += EventEncoding.data(event)
+        bytes += Array("}\n".utf8)
+        return bytes
+    }
+}
+
+/// A watch's events, handed to its stream's `Multiplexer`. Always ready: the multiplexer folds
+/// for a slow connection, once for all the stream's watches.
+@LiveActor
+final class WatchSink: LiveEventSink {
+    let multiplexer: Multiplexer
+    let part: Multiplexer.Part
+
+    init(multiplexer: Multiplexer, part: Multiplexer.Part) {
+        self.multiplexer = multiplexer
+        self.part = part
+    }
+
+    var isReady: Bool { true }
+    func send(_ event: LiveEvent) { multiplexer.receive(part, event) }
+    func whenReady(_ callback: @escaping @Sendable () -> Void) { callback() }
+
+    func sendPage(_ event: LiveEvent, then next: @escaping @Sendable @LiveActor () -> Void) {
+        multiplexer.page(part, event, then: next)
+    }
+
+    func settled(through seq: Int) { multiplexer.settled(part, through: seq) }
+    func keepAlive() { multiplexer.keepAlive() }
+    func finish() { multiplexer.finished(part) }
+}

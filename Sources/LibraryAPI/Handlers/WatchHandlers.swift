@@ -1,0 +1,113 @@
+import HTTPServer
+import LibraryDomain
+import LiveEngine
+
+extension LibraryAPI {
+    /// `GET /events?watch=T&watch=…`: many streams on one connection (`Multiplexer`). Every watch
+    /// is checked before the stream starts: a bad one is a 400 naming it, an unknown resource a
+    /// 404 naming it.
+    func streamWatches(_ exchange: Exchange) throws(APIError) {
+        let query = try QueryParameters(exchange.request.query)
+        let watches = query.watches
+        guard !watches.isEmpty else {
+            throw .badRequest("Give at least one watch, such as /events?watch=/books/{id}?fields=title.")
+        }
+        guard watches.count <= Multiplexer.maxWatches else {
+            throw .badRequest("A stream carries at most \(Multiplexer.maxWatches) watches; this one has \(watches.count).")
+        }
+        var seen: Set<String> = []
+        var requests: [SubscriptionRequest] = []
+        for watch in watches {
+            guard seen.insert(watch).inserted else { throw Self.badWatch(watch, "is given more than once.") }
+            requests.append(try Self.watchRequest(watch))
+        }
+        let resume = try Self.watchResumePoint(exchange, query)
+        let hub = self.hub
+        let subscriptions = requests
+        LiveActor.enqueue {
+            let parts = zip(watches, subscriptions).map { Multiplexer.Part(watch: $0, target: $1.target) }
+            let multiplexer = Multiplexer(hub: hub, parts: parts)
+            for (part, var request) in zip(parts, subscriptions) {
+                let resumed = resume.map { $0.tags == nil || $0.tags!.contains(Multiplexer.tag([part.watch])) } ?? false
+                if resumed { request.resumeAfter = resume!.seq }
+                hub.subscribe(
+                    request,
+                    open: { subscriberID in
+                        part.subscriberID = subscriberID
+                        return WatchSink(multiplexer: multiplexer, part: part)
+                    },
+                    outcome: { outcome in
+                        LiveActor.enqueue {
+                            multiplexer.outcome(
+                                part, outcome, resumed: resumed,
+                                open: {
+                                    exchange.openStream(Self.eventStreamHead) {
+                                        LiveActor.enqueue { multiplexer.closed() }
+                                    }
+                                },
+                                fail: { exchange.fail($0) })
+                        }
+                    }
+                )
+            }
+        }
+    }
+
+    /// Where a multiplexed stream resumes: `<seq>.<tag>` as the stream sent it (the watches named
+    /// by the tag resume, the others start with a snapshot), or a bare `<seq>` (every watch resumes).
+    static func watchResumePoint(_ exchange: Exchange, _ query: QueryParameters) throws(APIError)
+        -> (seq: Int, tags: Set<String>?)?
+    {
+        guard let text = try lastEventID(exchange, query) else { return nil }
+        let bad = APIError.badRequest(
+            "Last-Event-ID must be an event id this stream sent (<seq>.<tag>) or a whole number.")
+        let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let seq = sequenceNumber(parts[0]) else { throw bad }
+        guard parts.count == 2 else { return (seq, nil) }
+        let tag = parts[1].utf8
+        guard !tag.isEmpty, tag.count % 8 == 0, tag.count <= 8 * Multiplexer.maxWatches,
+            tag.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
+        else { throw bad }
+        let hex = Array(tag)
+        let tags = stride(from: 0, to: hex.count, by: 8).map { String(decoding: hex[$0..<$0 + 8], as: UTF8.self) }
+        return (seq, Set(tags))
+    }
+
+    /// A watch: the path and query of a single stream without its `/events` suffix.
+    static func watchRequest(_ watch: String) throws(APIError) -> SubscriptionRequest {
+        guard watch.hasPrefix("/") else {
+            throw badWatch(watch, "is not a stream's path; a watch looks like /books/{id}?fields=title.")
+        }
+        let pieces = watch.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        let route: Route
+        let query: QueryParameters
+        do throws(APIError) {
+            route = try Route(path: pieces[0])
+            query = try QueryParameters(pieces.count > 1 ? pieces[1] : nil)
+        } catch {
+            throw badWatch(watch, error.detail)
+        }
+        let target: SubscriptionRequest.Target
+        switch route {
+        case .book(let id): target = .book(id)
+        case .library(let id): target = .library(id)
+        case .libraries: target = .libraries
+        case .books: target = .books(BookFilter())
+        default:
+            throw badWatch(
+                watch, "is not something to watch: /books/{id}, /libraries/{id}, /libraries or /books, with a query.")
+        }
+        do throws(APIError) {
+            guard try query.string("lastEventId") == nil else {
+                throw APIError.badRequest("a watch carries no lastEventId; the stream's Last-Event-ID resumes it.")
+            }
+            return try subscription(target, query: query)
+        } catch {
+            throw badWatch(watch, error.detail)
+        }
+    }
+
+    static func badWatch(_ watch: String, _ why: String) -> APIError {
+        .badRequest("watch \"\(watch.prefix(300))\": \(why)")
+    }
+}
