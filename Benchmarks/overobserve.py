@@ -2,6 +2,7 @@
 """Over-observation: how many events field-level tracking delivers, against push-everything.
 
     Benchmarks/overobserve.py PORT BOOKS [SUBSCRIBERS=120] [WRITES=300] [SEED=7]
+        [--collection-writes 400] [--copies 3] [--libraries N]
 
 Against a running library-server on 127.0.0.1:PORT whose database was seeded by
 Benchmarks/seed.py with BOOKS books. Opens SUBSCRIBERS event streams spread over 6 books, each
@@ -12,7 +13,23 @@ It counts the change events and bytes the subscribers actually received, checks 
 carries a field its subscriber did not ask for, and compares with what a push-everything design
 (`ObservableObject`'s `objectWillChange`: every change of an object goes to every subscriber of
 it, with the whole object) would have sent: WRITES x subscribers-per-book events, each with the
-whole book. The last line is `JSON {...}` for bench.py.
+whole book.
+
+Then (part 2, Benchmarks/overobserve_collections.py) the live queries: `--copies` x 6
+collection subscribers (`/books/events` with author / available / libraryId filters, and
+`/libraries/events`) and `--copies` x 2 multiplexed ones (`/events` with book, library and
+collection watches), under `--collection-writes` random writes: single-field book PATCHes (author
+and available flips and libraryId moves take books in and out of the filters), book creations
+and deletions, library renames, creations and deletions (which delete their books). The script
+keeps a model of every book and library it touches and, after each write, waits for the events
+the model says each subscriber must get, then checks each one exactly: no field the subscriber
+did not ask for, no item that does not match its filters after that write, no missing or extra
+change, no unchanged field in `changed`. At the end every subscriber's state rebuilt from its
+events must equal the matching GET. Compared with push-everything: every change of every item
+(a write changes a book, and the libraries whose bookCount it moves) to every subscriber, and to
+every watch of a multiplexed one, each with the whole item.
+
+The last line is `JSON {...}` for bench.py. Exits 1 if any check fails.
 """
 
 import http.client
@@ -21,7 +38,10 @@ import random
 import selectors
 import socket
 import sys
+import os
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 FIELD_SETS = [["title"], ["author"], ["isbn"], ["publishedYear"], ["available"], ["title", "author"]]
 FIELDS = ["title", "author", "isbn", "publishedYear", "available"]
@@ -89,12 +109,21 @@ class Stream:
 
 
 def main():
-    if len(sys.argv) < 3:
+    positional, flags = [], {}
+    arguments = sys.argv[1:]
+    while arguments:
+        argument = arguments.pop(0)
+        if argument.startswith("--"):
+            flags[argument[2:]] = int(arguments.pop(0))
+        else:
+            positional.append(argument)
+    if len(positional) < 2:
         raise SystemExit(__doc__)
-    port, books = int(sys.argv[1]), int(sys.argv[2])
-    subscribers = int(sys.argv[3]) if len(sys.argv) > 3 else 120
-    writes = int(sys.argv[4]) if len(sys.argv) > 4 else 300
-    rng = random.Random(int(sys.argv[5]) if len(sys.argv) > 5 else 7)
+    port, books = int(positional[0]), int(positional[1])
+    subscribers = int(positional[2]) if len(positional) > 2 else 120
+    writes = int(positional[3]) if len(positional) > 3 else 300
+    seed = int(positional[4]) if len(positional) > 4 else 7
+    rng = random.Random(seed)
     watched = [book_id(1 + n * (books // BOOKS_WATCHED)) for n in range(BOOKS_WATCHED)]
 
     streams = [Stream(port, watched[n % BOOKS_WATCHED], FIELD_SETS[(n // BOOKS_WATCHED) % len(FIELD_SETS)])
@@ -166,10 +195,17 @@ def main():
               subscribers, BOOKS_WATCHED, writes, delivered, expected, result["push_everything"],
               result["push_everything"] / max(1, delivered), result["delivered_bytes"], push_bytes,
               push_bytes / max(1, result["delivered_bytes"]), result["foreign_fields"]))
-    print("JSON " + json.dumps(result))
     for stream in streams:
         stream.socket.close()
-    if result["foreign_fields"] or delivered > expected:
+    failed = bool(result["foreign_fields"] or delivered > expected)
+
+    import overobserve_collections
+    collections = overobserve_collections.run(
+        port, random.Random(seed + 1), writes=flags.get("collection-writes", 400), copies=flags.get("copies", 3))
+    result["collections"] = collections
+    failed = failed or collections["failures"] > 0
+    print("JSON " + json.dumps(result))
+    if failed:
         sys.exit(1)
 
 

@@ -9,6 +9,16 @@
 #      book is deleted stops reconnecting. This server runs with `--read-token`, and the page passes
 #      the token as `?access_token=` (EventSource cannot send headers); without it the stream is a
 #      401, and the token never shows in the server's log.
+#   3. headless Chromium, `GET /events` (many watches on one stream): one page opens ONE
+#      `EventSource` with 20 `watch=/books/{id}?fields=title`, gets the 20 snapshots in its first
+#      frame, then issues REST calls itself with fetch (20 PATCHes, then a GET /books) which must
+#      complete while the stream is open (20 EventSources would take every one of the browser's 6
+#      connections to the origin and stall them), and sees the 20 new titles come down the stream
+#      in frames whose ids strictly increase. It then changes its watch set the documented way:
+#      closes the stream and opens one with 21 watches and `lastEventId=<last id>`; only the new
+#      watch gets a snapshot, the 20 old ones resume (a title PATCHed while closed comes as a
+#      change). Last, a control: with 20 single-book EventSources open, a fetch does stall. The
+#      page writes its verdicts into the DOM ("ok NAME" / "FAIL NAME (why)" lines, then "done").
 #
 # Usage: scripts/sse-clients.sh [SERVER_BINARY]   (or SERVER=... ; default .build/debug/library-server)
 # Installs curl and Debian's chromium with apt-get when they are missing (needs root).
@@ -72,7 +82,8 @@ start_server() {
         --heartbeat-interval 1 ${SERVER_EXTRA[@]+"${SERVER_EXTRA[@]}"} >"$WORK/$name.out" 2>"$WORK/$name.err" &
     SERVER_PID=$!
     for ((i = 0; i < 200; i++)); do
-        if [[ $(wc -l <"$WORK/$name.out") -ge 1 ]]; then
+        # (2>/dev/null: the file is not there until the background shell has opened it)
+        if [[ $(wc -l 2>/dev/null <"$WORK/$name.out") -ge 1 ]]; then
             line=$(head -n 1 "$WORK/$name.out")
             break
         fi

@@ -353,8 +353,8 @@ import Testing
                 switch item {
                 case .library(let library, let fields, let deleted):
                     "\(change.seq) library:\(library.id.prefix(1)) v\(library.version) \(deleted) \(fields.map(\.rawValue).sorted())"
-                case .book(let book, let fields, let previous, let deleted):
-                    "\(change.seq) book \(previous.map { String($0.prefix(1)) } ?? "-")→\(book.libraryId.prefix(1)) \(book.title) \(deleted) \(fields.map(\.rawValue).sorted())"
+                case .book(let book, let fields, let before, let deleted):
+                    "\(change.seq) book \(before.map { String($0.libraryId.prefix(1)) } ?? "-")→\(book.libraryId.prefix(1)) \(book.title) \(deleted) \(fields.map(\.rawValue).sorted())"
                 }
             }
         }

@@ -10,6 +10,11 @@ package struct ReceivedEvent: Sendable {
     package var json: [String: Any] {
         (try? JSONSerialization.jsonObject(with: Data(data.utf8))) as? [String: Any] ?? [:]
     }
+
+    /// The data parsed as a JSON array of objects (a `/events` frame's entries).
+    package var entries: [[String: Any]] {
+        (try? JSONSerialization.jsonObject(with: Data(data.utf8))) as? [[String: Any]] ?? []
+    }
 }
 
 /// Reads an event stream (chunked `text/event-stream`) the way `EventSource` does.

@@ -1,0 +1,154 @@
+import Foundation
+import Glibc
+import TestSupport
+import Testing
+
+/// `GET /events`: many watches on one stream, over real sockets.
+@Suite struct WatchStreamTests {
+    let live = try! LiveServer()
+
+    func write(_ method: String, _ path: String, _ body: String? = nil) throws {
+        let response = try live.request(method, path, body: body)
+        #expect((200...204).contains(response.status), "\(method) \(path): \(response.text)")
+    }
+
+    static func query(_ watches: [String], lastEventID: String? = nil) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        var items = watches.map { "watch=" + $0.addingPercentEncoding(withAllowedCharacters: allowed)! }
+        if let lastEventID { items.append("lastEventId=" + lastEventID) }
+        return "/events?" + items.joined(separator: "&")
+    }
+
+    func open(_ watches: [String], lastEventID: String? = nil) throws -> EventStreamClient {
+        try live.events(Self.query(watches, lastEventID: lastEventID))
+    }
+
+    /// The seq of a frame id (`<seq>.<tag>`).
+    static func seq(_ frame: ReceivedEvent) -> Int { Int(frame.id?.split(separator: ".").first ?? "") ?? -1 }
+
+    @Test func oneWriteTouchingSeveralWatches_IsOneFrameAndIdsStrictlyIncrease() throws {
+        let library = try live.createLibrary()
+        let book = try live.createBook(in: library, title: "Dune", extra: #","author":"Herbert""#)
+        let watches = [
+            "/books/\(book)?fields=title", "/books?author=Herbert&fields=title",
+            "/libraries/\(library)?fields=books.title", "/libraries?fields=name",
+        ]
+        let stream = try open(watches)
+        #expect(stream.head.status == 200)
+        let first = try #require(try stream.next())
+        #expect(first.event == "message", "frames have no event name, for onmessage")
+        #expect(first.entries.map { $0["event"] as? String } == Array(repeating: "snapshot", count: 4))
+        #expect(Set(first.entries.compactMap { $0["watch"] as? String }) == Set(watches))
+        try write("PATCH", "/books/\(book)", #"{"title":"Dune Messiah"}"#)
+        let frame = try #require(try stream.next())
+        #expect(Set(frame.entries.compactMap { $0["watch"] as? String }) == Set(watches.prefix(3)), "\(frame.data)")
+        #expect(Self.seq(frame) > Self.seq(first))
+        for entry in frame.entries {
+            #expect(entry["event"] as? String == "change")
+            #expect(!(entry["data"] as? [String: Any] ?? [:]).keys.contains("author"), "only requested fields")
+        }
+        try write("PATCH", "/books/\(book)", #"{"author":"F. Herbert"}"#)  // leaves the collection only
+        let left = try #require(try stream.next())
+        #expect(left.entries.count == 1)
+        #expect((left.entries.first?["data"] as? [String: Any])?["removed"] as? [String] == [book])
+        #expect(Self.seq(left) > Self.seq(frame))
+        #expect(stream.drain(quiet: 200).isEmpty)
+    }
+
+    @Test func reconnectWithTheLastID_ResumesOverlappingWatchesWithoutLossOrRepeat() throws {
+        let library = try live.createLibrary()
+        let book = try live.createBook(in: library, title: "Dune")
+        let watches = ["/books/\(book)?fields=title", "/libraries/\(library)?fields=books.title"]
+        let stream = try open(watches)
+        let snapshot = try #require(try stream.next())
+        try write("PATCH", "/books/\(book)", #"{"title":"Two"}"#)
+        let seen = try #require(try stream.next())
+        shutdown(stream.connection.fd, Int32(SHUT_RDWR))
+        try write("PATCH", "/books/\(book)", #"{"title":"Three"}"#)
+        let added = try live.createBook(in: library, title: "Four")
+        let resumed = try open(watches, lastEventID: seen.id)
+        var frames = [try #require(try resumed.next())]
+        frames += resumed.drain(quiet: 300)
+        let entries = frames.flatMap(\.entries)
+        #expect(!entries.contains { $0["event"] as? String == "snapshot" }, "old watches resume without a snapshot")
+        let bookEntry = entries.first { $0["watch"] as? String == watches[0] }
+        #expect((bookEntry?["data"] as? [String: Any])?["title"] as? String == "Three")
+        let libraryEntries = entries.filter { $0["watch"] as? String == watches[1] }
+        let books = libraryEntries.compactMap { ($0["data"] as? [String: Any])?["books"] as? [String: Any] }
+        #expect(books.compactMap { $0["added"] as? [[String: Any]] }.flatMap { $0 }.map { $0["id"] as? String } == [added])
+        #expect(!"\(entries)".contains("Two"), "nothing seen before the id is repeated")
+        #expect(frames.allSatisfy { Self.seq($0) > Self.seq(seen) } && Self.seq(seen) > Self.seq(snapshot))
+        // Nothing missed, nothing new: a reconnect with the latest id sends nothing.
+        let again = try open(watches, lastEventID: frames.last!.id)
+        #expect(again.drain(quiet: 300).isEmpty)
+    }
+
+    @Test func reconnectWithANewSet_SnapshotsOnlyTheNewWatch() throws {
+        let library = try live.createLibrary()
+        let one = try live.createBook(in: library, title: "One")
+        let two = try live.createBook(in: library, title: "Two")
+        let stream = try open(["/books/\(one)?fields=title"])
+        let first = try #require(try stream.next())
+        shutdown(stream.connection.fd, Int32(SHUT_RDWR))
+        try write("PATCH", "/books/\(one)", #"{"title":"One!"}"#)
+        let resumed = try open(["/books/\(one)?fields=title", "/books/\(two)?fields=title"], lastEventID: first.id)
+        let entries = ([try #require(try resumed.next())] + resumed.drain(quiet: 300)).flatMap(\.entries)
+        let byWatch = Dictionary(grouping: entries) { $0["watch"] as? String ?? "" }
+        #expect(byWatch["/books/\(one)?fields=title"]?.map { $0["event"] as? String } == ["change"])
+        #expect(byWatch["/books/\(two)?fields=title"]?.map { $0["event"] as? String } == ["snapshot"])
+        // A bare seq resumes every watch: the new one too, with nothing to send.
+        let bare = try open(["/books/\(two)?fields=title"], lastEventID: String(Self.seq(first)))
+        #expect(bare.drain(quiet: 300).isEmpty)
+    }
+
+    @Test func deletingOneWatchedResource_ReportsItAndTheStreamGoesOn() throws {
+        let library = try live.createLibrary()
+        let doomed = try live.createBook(in: library, title: "Doomed")
+        let other = try live.createBook(in: library, title: "Other")
+        let watches = ["/books/\(doomed)?fields=title", "/books/\(other)?fields=title"]
+        let stream = try open(watches)
+        _ = try stream.next()
+        try write("DELETE", "/books/\(doomed)")
+        let deleted = try #require(try stream.next())
+        #expect(deleted.entries.map { $0["event"] as? String } == ["delete"])
+        #expect(deleted.entries.first?["watch"] as? String == watches[0])
+        try write("PATCH", "/books/\(other)", #"{"title":"Still here"}"#)
+        let change = try #require(try stream.next())
+        #expect(change.entries.first?["watch"] as? String == watches[1])
+        // The browser reconnects with the same set: the deleted watch sends nothing, no 404.
+        let resumed = try open(watches, lastEventID: change.id)
+        #expect(resumed.head.status == 200)
+        #expect(resumed.drain(quiet: 300).isEmpty)
+    }
+
+    @Test func badWatches_AreRejectedBeforeTheStreamStartsAndNamed() throws {
+        let book = try live.createBook(in: try live.createLibrary())
+        func problem(_ path: String) throws -> (Int, String) {
+            let response = try live.request("GET", path)
+            return (response.status, response.json["detail"] as? String ?? "")
+        }
+        var (status, detail) = try problem("/events")
+        #expect(status == 400)
+        (status, detail) = try problem(Self.query(["/books/\(book)?fields=nope"]))
+        #expect(status == 400 && detail.contains("watch \"/books/\(book)?fields=nope\""), "\(detail)")
+        (status, detail) = try problem(Self.query(["/bookz"]))
+        #expect(status == 400 && detail.contains("/bookz"), "\(detail)")
+        (status, detail) = try problem(Self.query(["books"]))
+        #expect(status == 400)
+        (status, detail) = try problem(Self.query(["/books/\(book)/events"]))
+        #expect(status == 400)
+        (status, detail) = try problem(Self.query(["/books/\(book)?lastEventId=3"]))
+        #expect(status == 400)
+        (status, detail) = try problem(Self.query(["/books/\(book)", "/books/\(book)"]))
+        #expect(status == 400 && detail.contains("more than once"), "\(detail)")
+        (status, detail) = try problem(Self.query((0...100).map { "/books?author=\($0)" }))
+        #expect(status == 400 && detail.contains("100"), "\(detail)")
+        let missing = "00000000-0000-4000-8000-000000000001"
+        (status, detail) = try problem(Self.query(["/books/\(book)", "/books/\(missing)"]))
+        #expect(status == 404 && detail.contains(missing), "\(detail)")
+        (status, detail) = try problem(Self.query(["/books/\(book)"], lastEventID: "5.xyz"))
+        #expect(status == 400)
+        #expect(live.subscribers == 0, "no subscription is left behind by a refused stream")
+    }
+}
