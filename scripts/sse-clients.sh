@@ -261,6 +261,9 @@ fi
 # 2. headless Chromium
 # =============================================================================================
 echo "# chromium ($(chromium --version 2>/dev/null | head -n 1))"
+CHROMIUM_FLAGS=(--headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run
+    --no-default-browser-check --disable-background-networking --disable-component-update
+    --disable-extensions --disable-sync --enable-logging=stderr)
 page=$WORK/page/sse-page.html
 gate=$WORK/page/gate.js
 mkdir -p "$WORK/page" "$WORK/profile"
@@ -315,7 +318,7 @@ wait_page() {
     done
     return 1
 }
-release_gate() { timeout 5 bash -c ': >"$1"' _ "$gate"; }
+release_gate() { timeout 5 bash -c ': >"$1"' _ "${1:-$gate}"; }   # release_gate [FIFO]
 
 database=$WORK/library.sqlite
 READ_TOKEN="sse-clients-read-$RANDOM$RANDOM"
@@ -333,10 +336,8 @@ if start_server browser-server 0 "$database" && make_book "b0"; then
     check "curl: with the read token as a bearer header, the stream opens" \
         test "$(stream_status -H "Authorization: Bearer $READ_TOKEN")" = 200
     page_url="file://$page?server=$URL&book=$BOOK&token=$READ_TOKEN"
-    timeout -k 5 240 chromium --headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage \
-        --user-data-dir="$WORK/profile" --no-first-run --no-default-browser-check \
-        --disable-background-networking --disable-component-update --disable-extensions \
-        --disable-sync --enable-logging=stderr --dump-dom "$page_url" >"$dom" 2>"$console" &
+    timeout -k 5 240 chromium "${CHROMIUM_FLAGS[@]}" --user-data-dir="$WORK/profile" \
+        --dump-dom "$page_url" >"$dom" 2>"$console" &
     CHROMIUM_PID=$!
 
     check "chromium: the page's EventSource gets the snapshot" wait_page 60 "snapshot " "\"title\":\"b0\"}"
@@ -422,6 +423,312 @@ if start_server browser-server 0 "$database" && make_book "b0"; then
         bash -c '! grep -qF -- "$1" "$2"/browser-server*.err' _ "$READ_TOKEN" "$WORK"
 else
     fail "chromium: start the server with a database file and create a book"
+fi
+
+# =============================================================================================
+# 3. headless Chromium, GET /events: 20 watches on one EventSource
+# =============================================================================================
+echo "# chromium: /events, 20 watches on one EventSource"
+mux_page=$WORK/mux/mux-page.html
+mux_gate=$WORK/mux/gate.js
+mux_console=$WORK/mux-chromium.log
+mux_dom=$WORK/mux-dom.html
+MUX_VERDICTS=15   # the "ok"/"FAIL" lines the page writes when it runs to its end
+mkdir -p "$WORK/mux" "$WORK/mux-profile"
+mkfifo "$mux_gate"
+cat >"$mux_page" <<'HTML'
+<!doctype html>
+<html>
+<head><meta charset="utf-8"><title>sse-clients /events</title></head>
+<body>
+<pre id="verdicts"></pre>
+<pre id="frames"></pre>
+<script>
+  // ?server=http://127.0.0.1:PORT&library=ID&books=ID,…(20)&extra=ID: the books are titled mux-0 …
+  // mux-19 and mux-extra, all in the library. Writes "ok NAME" / "FAIL NAME (why)" lines, then
+  // "done", into #verdicts, and a line per frame received into #frames.
+  const query = new URLSearchParams(location.search);
+  const server = query.get('server');
+  const books = query.get('books').split(',');
+  const extra = query.get('extra');
+  const watchOf = (id) => '/books/' + id + '?fields=title';
+  const verdicts = document.getElementById('verdicts');
+  const frameList = document.getElementById('frames');
+  function log(line) { console.log('mux-page ' + line); }
+  function verdict(ok, name, why) {
+    const line = (ok ? 'ok ' : 'FAIL ') + name + (ok || why === undefined ? '' : ' (' + why + ')');
+    verdicts.textContent += line + '\n';
+    log(line);
+    return ok;
+  }
+  // until(predicate, ms): true as soon as predicate() holds, false after ms (polls every 20 ms).
+  async function until(predicate, ms) {
+    const end = performance.now() + ms;
+    for (;;) {
+      if (predicate()) return true;
+      if (performance.now() >= end) return false;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+  // A frame id is "<seq>.<tag>", the tag each watch's 32-bit FNV-1a hash (of its UTF-8 bytes) as
+  // 8 lowercase hex digits, sorted and concatenated.
+  function fnv1a(text) {
+    let hash = 0x811c9dc5;
+    for (const byte of new TextEncoder().encode(text)) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+    return hash.toString(16).padStart(8, '0');
+  }
+  const tagOf = (watches) => watches.map(fnv1a).sort().join('');
+  const seqOf = (id) => (/^[0-9]+\.[0-9a-f]+$/.test(id) ? Number(id.split('.')[0]) : NaN);
+  // increasing(frames, after): every frame id is well formed and the seqs strictly increase from after.
+  function increasing(frames, after) {
+    let last = after;
+    for (const frame of frames) {
+      const seq = seqOf(frame.id);
+      if (!(seq > last)) return false;
+      last = seq;
+    }
+    return true;
+  }
+  const ids = (frames) => frames.map((frame) => frame.id.split('.')[0]).join(' ');
+
+  // rest(method, path, body, ms): the response's status and JSON; throws after ms (default 10 s).
+  async function rest(method, path, body, ms) {
+    const init = { method, signal: AbortSignal.timeout(ms || 10000) };
+    if (body !== undefined) {
+      init.headers = { 'Content-Type': 'application/json' };
+      init.body = JSON.stringify(body);
+    }
+    const response = await fetch(server + path, init);
+    const text = await response.text();
+    return { status: response.status, json: text ? JSON.parse(text) : null };
+  }
+
+  // open(name, watches, lastId): one EventSource on /events; keeps every frame ({id, entries})
+  // and the latest title the stream gave each book.
+  function open(name, watches, lastId) {
+    const params = new URLSearchParams(watches.map((watch) => ['watch', watch]));
+    if (lastId) params.append('lastEventId', lastId);
+    const stream = { frames: [], titles: {}, errors: 0, closed: false };
+    const source = new EventSource(server + '/events?' + params);
+    stream.source = source;
+    source.onopen = () => log(name + ' open');
+    source.onerror = () => {
+      stream.errors += 1;
+      stream.closed = source.readyState === EventSource.CLOSED;
+      log(name + ' error ' + source.readyState);
+    };
+    source.onmessage = (event) => {
+      let entries = null;
+      try { entries = JSON.parse(event.data); } catch (error) { /* kept as null: checked below */ }
+      stream.frames.push({ id: event.lastEventId, entries });
+      const summary = Array.isArray(entries)
+        ? entries.map((entry) => entry.event + ' ' + (entry.data && (entry.data.title || entry.data.id))).join(', ')
+        : 'NOT A JSON ARRAY: ' + event.data;
+      frameList.textContent += name + ' ' + event.lastEventId + ': ' + summary + '\n';
+      log(name + ' frame ' + event.lastEventId.split('.')[0]);   // (the tag is 8 hex digits a watch)
+      for (const entry of Array.isArray(entries) ? entries : []) {
+        if (entry && entry.data && typeof entry.data.title === 'string') stream.titles[entry.data.id] = entry.data.title;
+      }
+    };
+    return stream;
+  }
+  const entriesOf = (stream) => stream.frames.flatMap((frame) => frame.entries || []);
+
+  async function main() {
+    const watches = books.map(watchOf);
+    const created = books.map((_, index) => 'mux-' + index);
+    const patched = books.map((_, index) => 'mux-' + index + '-patched');
+
+    // 1. One EventSource, 20 watches: the first frame is the 20 snapshots.
+    const first = open('s1', watches);
+    const arrived = await until(() => first.frames.length > 0 || first.closed, 15000) && first.frames.length > 0;
+    if (!verdict(arrived, 'the first frame arrives within 15 s', 'errors: ' + first.errors)) return;
+    const entries = first.frames[0].entries;
+    verdict(Array.isArray(entries) && entries.length === 20 && watches.every((watch, index) =>
+        entries.some((entry) => entry.watch === watch && entry.event === 'snapshot' &&
+            entry.data.id === books[index] && entry.data.title === created[index])),
+      'the first frame holds the 20 snapshots, one per watch, titles mux-0 … mux-19',
+      JSON.stringify(entries).slice(0, 300));
+    verdict(first.frames[0].id.endsWith('.' + tagOf(watches)),
+      'the frame id is <seq>.<the 20 watches\' FNV-1a hashes, sorted>', first.frames[0].id);
+
+    // 2. REST calls from the page while the stream is open: with the stream on one connection
+    // they have the 5 others (20 EventSources would hold all 6, and these would wait forever).
+    let started = performance.now();
+    try {
+      const statuses = (await Promise.all(books.map((id, index) =>
+        rest('PATCH', '/books/' + encodeURIComponent(id), { title: patched[index] })))).map((answer) => answer.status);
+      verdict(statuses.every((status) => status === 200),
+        '20 PATCHes from the page complete while the stream is open (' + Math.round(performance.now() - started) + ' ms)',
+        statuses.join(' '));
+    } catch (error) {
+      verdict(false, '20 PATCHes from the page complete while the stream is open', error.name + ': ' + error.message);
+    }
+    started = performance.now();
+    try {
+      const answer = await rest('GET', '/books?libraryId=' + encodeURIComponent(query.get('library')) + '&limit=100&fields=id,title');
+      const items = (answer.json && answer.json.items) || [];
+      verdict(answer.status === 200 && books.every((id, index) =>
+          items.some((item) => item.id === id && item.title === patched[index])),
+        'then GET /books from the page completes (' + Math.round(performance.now() - started) + ' ms) and lists the 20 new titles',
+        answer.status + ' ' + JSON.stringify(answer.json).slice(0, 300));
+    } catch (error) {
+      verdict(false, 'then GET /books from the page completes', error.name + ': ' + error.message);
+    }
+
+    // 3. The stream delivers the 20 new titles.
+    const delivered = () => books.every((id, index) => first.titles[id] === patched[index]);
+    verdict(await until(delivered, 15000), 'the stream delivers the 20 PATCHed titles',
+      books.filter((id, index) => first.titles[id] !== patched[index]).length + ' differ');
+    verdict(increasing(first.frames, -1), 'the frame ids strictly increase (' + first.frames.length + ' frames)',
+      ids(first.frames));
+    const later = first.frames.slice(1);
+    verdict(later.every((frame) => frame.id.endsWith('.' + tagOf(watches)) && Array.isArray(frame.entries) &&
+        frame.entries.every((entry) => entry.event === 'change' && watches.includes(entry.watch) &&
+            Object.keys(entry.data).sort().join() === 'id,title')),
+      'the later frames hold only changes {id, title} of the 20 watches, under the same tag',
+      later.map((frame) => frame.id + ' ' + JSON.stringify(frame.entries)).join(' | ').slice(0, 300));
+    verdict(first.errors === 0, 'the stream never failed or reconnected', first.errors + ' errors');
+
+    // 4. Change the watch set: close, PATCH a watched book meanwhile, open the 20 + one new book
+    // with lastEventId. Only the new watch gets a snapshot; book 0 resumes with the change it missed.
+    const lastId = first.frames[first.frames.length - 1].id;
+    first.source.close();
+    let answer = await rest('PATCH', '/books/' + encodeURIComponent(books[0]), { title: 'mux-0-missed' });
+    if (answer.status !== 200) verdict(false, 'PATCH book 0 while no stream is open', answer.status);
+    const watches21 = watches.concat([watchOf(extra)]);
+    const second = open('s2', watches21, lastId);
+    const resumed = () => second.titles[extra] === 'mux-extra' && second.titles[books[0]] === 'mux-0-missed';
+    verdict(await until(resumed, 15000),
+      'reopened with 21 watches and lastEventId=<last id>: the new book\'s snapshot and book 0\'s missed title arrive',
+      JSON.stringify(second.titles));
+    // A live change after those: anything else the resume sent comes before it on the stream.
+    answer = await rest('PATCH', '/books/' + encodeURIComponent(extra), { title: 'mux-extra-live' });
+    verdict(answer.status === 200 && await until(() => second.titles[extra] === 'mux-extra-live', 10000),
+      'a live change of the new book arrives on the reopened stream', answer.status + ' ' + JSON.stringify(second.titles));
+    const entries2 = entriesOf(second);
+    const snapshots = entries2.filter((entry) => entry.event === 'snapshot');
+    verdict(snapshots.length === 1 && snapshots[0].watch === watchOf(extra),
+      'only the new watch got a snapshot (the 20 old ones resumed without one)',
+      snapshots.map((entry) => entry.watch).join(' '));
+    const old = entries2.filter((entry) => entry.watch !== watchOf(extra));
+    verdict(old.length === 1 && old[0].watch === watches[0] && old[0].event === 'change' &&
+        old[0].data.title === 'mux-0-missed',
+      'of the old watches only book 0 sent something: a change to the title it missed',
+      JSON.stringify(old).slice(0, 300));
+    verdict(increasing(second.frames, seqOf(lastId)) &&
+        second.frames.every((frame) => frame.id.endsWith('.' + tagOf(watches21))),
+      'the reopened stream\'s frame ids go on increasing past ' + lastId.split('.')[0] + ', under the 21 watches\' tag',
+      second.frames.map((frame) => frame.id).join(' '));
+    second.source.close();
+
+    // 5. Control: what the single stream spares. 20 EventSources, one per book, take every one
+    // of the browser's 6 connections to the origin; a fetch then waits (here, 3 s in vain).
+    let opened = 0;
+    const singles = books.map((id) => {
+      const source = new EventSource(server + '/books/' + encodeURIComponent(id) + '/events?fields=title');
+      source.onopen = () => { opened += 1; };
+      return source;
+    });
+    await until(() => opened >= 6, 10000);
+    await new Promise((resolve) => setTimeout(resolve, 300));   // (more would open now, if they could)
+    let stalled = false, outcome = '';
+    try {
+      outcome = 'answered ' + (await rest('GET', '/books?limit=1', undefined, 3000)).status;
+    } catch (error) {
+      stalled = error.name === 'TimeoutError';
+      outcome = error.name + ': ' + error.message;
+    }
+    verdict(stalled, 'control: with 20 single-book EventSources (' + opened + ' connected) a fetch stalls for 3 s', outcome);
+    for (const source of singles) source.close();
+  }
+  main()
+    .catch((error) => verdict(false, 'the page script ran to its end', error.name + ': ' + error.message))
+    .finally(() => { verdicts.textContent += 'done\n'; log('done'); });
+</script>
+<!-- A named pipe: the load event (and so --dump-dom) waits until the test script releases it. -->
+<script async src="gate.js"></script>
+</body>
+</html>
+HTML
+
+# make_mux_books: one library and 21 books in it, titled mux-0 … mux-19 and mux-extra; sets
+# MUX_LIBRARY, MUX_BOOKS (the first 20) and MUX_EXTRA.
+MUX_LIBRARY=""
+MUX_BOOKS=()
+MUX_EXTRA=""
+make_mux_books() {
+    local response library i title
+    response=$(request POST /libraries '{"name":"sse-clients /events"}')
+    [[ $(status_of "$response") == 201 ]] || { echo "POST /libraries: $response" >&2; return 1; }
+    MUX_LIBRARY=$(id_of "$response") || return 1
+    library=$MUX_LIBRARY
+    [[ $library =~ ^[0-9]+$ ]] || library="\"$library\""
+    for ((i = 0; i <= 20; i++)); do
+        title=mux-$i
+        ((i < 20)) || title=mux-extra
+        response=$(request POST /books "{\"libraryId\":$library,\"title\":\"$title\"}")
+        [[ $(status_of "$response") == 201 ]] || { echo "POST /books: $response" >&2; return 1; }
+        if ((i < 20)); then MUX_BOOKS+=("$(id_of "$response")"); else MUX_EXTRA=$(id_of "$response"); fi
+    done
+}
+# mux_page_over: the page has logged "done", or Chromium has gone.
+mux_page_over() {
+    grep -qF "mux-page done" "$mux_console" 2>/dev/null || ! kill -0 "$CHROMIUM_PID" 2>/dev/null
+}
+# pre_lines ID FILE: the lines of the DOM dump FILE's <pre id="ID">, unescaped, without blank ones.
+pre_lines() {
+    sed -n "/<pre id=\"$1\">/,/<\/pre>/p" "$2" | sed -e "s/.*<pre id=\"$1\">//" -e 's/<\/pre>.*//' |
+        sed -e 's/&quot;/"/g' -e 's/&lt;/</g' -e 's/&gt;/>/g' -e 's/&amp;/\&/g' | grep -v '^$' || true
+}
+
+SERVER_EXTRA=()
+if start_server mux-server 0 :memory: && make_mux_books; then
+    pass "curl: created a library and 21 books for the page"
+    mux_url="file://$mux_page?server=$URL&library=$MUX_LIBRARY&books=$(IFS=,; echo "${MUX_BOOKS[*]}")&extra=$MUX_EXTRA"
+    timeout -k 5 240 chromium "${CHROMIUM_FLAGS[@]}" --user-data-dir="$WORK/mux-profile" \
+        --dump-dom "$mux_url" >"$mux_dom" 2>"$mux_console" &
+    CHROMIUM_PID=$!
+    # The page bounds each of its own waits (about 100 s in all at worst).
+    wait_until 150 mux_page_over || true
+    check "chromium /events: the page ran its steps (logged done)" grep -qF "mux-page done" "$mux_console"
+
+    release_gate "$mux_gate" || note "(the gate was not being read: Chromium had already finished or failed)"
+    chromium_status=0
+    if wait_until 30 bash -c '! kill -0 "$1" 2>/dev/null' _ "$CHROMIUM_PID"; then
+        wait "$CHROMIUM_PID" || chromium_status=$?
+    else
+        chromium_status=124
+    fi
+    CHROMIUM_PID=""
+    check "chromium /events: dumped the DOM and exited by itself (status $chromium_status)" \
+        bash -c 'test "$1" = 0 && grep -q "<pre id=\"verdicts\">" "$2"' _ "$chromium_status" "$mux_dom"
+
+    # The page's verdicts, one check each; then that they are all there, and the last line is "done".
+    pre_lines verdicts "$mux_dom" >"$WORK/mux-verdicts.txt"
+    while IFS= read -r line; do
+        case $line in
+        "ok "*) pass "chromium /events: ${line#ok }" ;;
+        "FAIL "*) fail "chromium /events: ${line#FAIL }" ;;
+        done) ;;
+        *) fail "chromium /events: unexpected verdict line: $line" ;;
+        esac
+    done <"$WORK/mux-verdicts.txt"
+    verdict_count=$(grep -cE '^(ok|FAIL) ' "$WORK/mux-verdicts.txt" || true)
+    check "chromium /events: the page wrote all $MUX_VERDICTS verdicts (got $verdict_count), then done" \
+        test "$verdict_count|$(tail -n 1 "$WORK/mux-verdicts.txt")" = "$MUX_VERDICTS|done"
+    if ((failed > 0)); then
+        echo "--- frames the page received (DOM):"
+        pre_lines frames "$mux_dom"
+        echo "--- chromium console (mux-page lines):"
+        grep -F 'mux-page' "$mux_console" | sed 's/, source: .*//' || true
+        echo "---"
+    fi
+    check "chromium /events: server exits with status 0 on SIGTERM" stop_server 10
+else
+    fail "chromium /events: start the server and create a library and 21 books"
+    stop_pid "$SERVER_PID"
+    SERVER_PID=""
 fi
 
 echo "# took $((SECONDS - STARTED)) s"

@@ -90,7 +90,8 @@ package struct FoldedChange {
         func member(_ id: String, _ values: Values) -> LiveEvent.Member {
             var member = LiveEvent.Member(
                 id: id, fields: BookField.allCases.compactMap { field in values.book[field].map { (field, $0) } })
-            member.libraryFields = LibraryField.allCases.compactMap { field in values.library[field].map { (field, $0) } }
+            member.libraryFields = LibraryField.allCases.compactMap { field in values.library[field].map { (field, $0) }
+            }
             return member
         }
         var membership = LiveEvent.MembershipChange()

@@ -150,7 +150,7 @@ package struct LiveEvent: Sendable {
         self.isCollection = isCollection
     }
 
-    var isEmptyChange: Bool {
+    package var isEmptyChange: Bool {
         kind == .change && libraryFields.isEmpty && bookFields.isEmpty && (membership?.isEmpty ?? true)
     }
 }

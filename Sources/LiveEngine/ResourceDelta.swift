@@ -95,7 +95,8 @@ struct ResourceDelta {
                 if deleted {
                     removed.append(library.id)
                 } else if fields.contains(.id) {
-                    added.append(.init(id: library.id, libraryFields: Self.values(LibraryField.all) { library.value(of: $0) }))
+                    added.append(
+                        .init(id: library.id, libraryFields: Self.values(LibraryField.all) { library.value(of: $0) }))
                 } else {
                     changed.append(.init(id: library.id, libraryFields: Self.values(fields) { library.value(of: $0) }))
                 }
@@ -113,7 +114,8 @@ struct ResourceDelta {
                 case (false, true):
                     added.append(.init(id: book.id, fields: Self.values(BookField.all) { book.value(of: $0) }))
                 case (true, false): removed.append(book.id)
-                case (true, true): changed.append(.init(id: book.id, fields: Self.values(fields) { book.value(of: $0) }))
+                case (true, true):
+                    changed.append(.init(id: book.id, fields: Self.values(fields) { book.value(of: $0) }))
                 case (false, false): continue
                 }
             }

@@ -56,7 +56,7 @@ package final class Subscriber {
         }
         if event.kind != .change || !coalescing {
             // A snapshot or delete supersedes a pending change; an uncoalesced change follows it.
-            if event.kind == .change, let earlier = pending { sink.send(earlier.event) }
+            if event.kind == .change, let earlier = pending?.event, !earlier.isEmptyChange { sink.send(earlier) }
             pending = nil
             sink.send(event)
             if event.kind == .delete { finish() }
@@ -128,7 +128,8 @@ package final class Subscriber {
         guard let change = pending, !finished else { return }
         if sink.isReady {
             pending = nil
-            sink.send(change.event)
+            let event = change.event
+            if !event.isEmptyChange { sink.send(event) }  // what was folded may have cancelled out
         } else {
             waitForReady()
         }

@@ -103,7 +103,10 @@ import Testing
         let stream = try live.events("/libraries/events?fields=name,bookCount")
         let snapshot = try #require(try stream.next())
         #expect(Self.ids(snapshot.json["items"]) == [existing])
-        #expect(Set((snapshot.json["items"] as? [[String: Any]])?.first?.keys.map { $0 } ?? []) == ["id", "name", "bookCount"])
+        #expect(
+            Set((snapshot.json["items"] as? [[String: Any]])?.first?.keys.map { $0 } ?? []) == [
+                "id", "name", "bookCount",
+            ])
 
         let created = try live.createLibrary("New")
         let added = try #require(try stream.next())

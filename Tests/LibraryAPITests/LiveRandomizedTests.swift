@@ -15,7 +15,8 @@ struct SeededGenerator: RandomNumberGenerator {
 
 /// What one subscriber believes, rebuilt from its events alone.
 final class SubscriberModel {
-    let stream: EventStreamClient
+    /// Nil for a watch of a multiplexed stream, whose events come from the stream's frames.
+    let stream: EventStreamClient?
     let isLibrary: Bool
     let id: String
     let fields: Set<String>
@@ -26,7 +27,7 @@ final class SubscriberModel {
     var deleted = false
 
     init(
-        stream: EventStreamClient, isLibrary: Bool, id: String, fields: Set<String>, memberFields: Set<String>,
+        stream: EventStreamClient?, isLibrary: Bool, id: String, fields: Set<String>, memberFields: Set<String>,
         members: Bool
     ) {
         self.stream = stream
@@ -76,6 +77,65 @@ final class SubscriberModel {
     }
 }
 
+/// What a collection subscriber believes (or one watch of a multiplexed stream), rebuilt from its
+/// events alone.
+final class CollectionModel {
+    /// The list the collection must equal, such as `/books?author=a1`.
+    let list: String
+    let fields: Set<String>
+    var items: [String: [String: Any]] = [:]
+
+    init(list: String, fields: Set<String>) {
+        self.list = list
+        self.fields = fields
+    }
+
+    /// Applies an event, recording an issue for any field or item the subscriber did not ask for.
+    func apply(_ event: ReceivedEvent) {
+        let json = event.json
+        if event.event == "snapshot" {
+            #expect(Set(json.keys) == ["items"])
+            items = [:]
+            for entry in json["items"] as? [[String: Any]] ?? [] { add(entry) }
+            return
+        }
+        #expect(event.event == "change")
+        #expect(!json.isEmpty && Set(json.keys).isSubset(of: ["added", "removed", "changed"]), "\(event.data)")
+        for entry in json["added"] as? [[String: Any]] ?? [] { add(entry) }
+        for removed in json["removed"] as? [String] ?? [] {
+            #expect(items[removed] != nil, "removed an item \(list) never had")
+            items[removed] = nil
+        }
+        for entry in json["changed"] as? [[String: Any]] ?? [] {
+            var entry = entry
+            let id = entry.removeValue(forKey: "id") as? String ?? ""
+            #expect(items[id] != nil, "changed an item \(list) does not have")
+            #expect(
+                !entry.isEmpty && Set(entry.keys).isSubset(of: fields),
+                "unrequested \(Set(entry.keys).subtracting(fields))")
+            items[id, default: [:]].merge(entry) { $1 }
+        }
+    }
+
+    private func add(_ entry: [String: Any]) {
+        var entry = entry
+        let id = entry.removeValue(forKey: "id") as? String ?? ""
+        #expect(Set(entry.keys) == fields, "an item carries exactly the requested fields")
+        items[id] = entry
+    }
+
+    /// Checks the rebuilt collection against the list.
+    func check(_ live: LiveServer) throws {
+        let page = try live.request("GET", list + (list.contains("?") ? "&" : "?") + "limit=500")
+        let listed = page.json["items"] as? [[String: Any]] ?? []
+        #expect(Set(items.keys) == Set(listed.compactMap { $0["id"] as? String }), "the items of \(list)")
+        for item in listed {
+            let state = items[item["id"] as? String ?? ""] ?? [:]
+            for field in fields { #expect(LiveRandomizedTests.same(state[field], item[field]), "\(list) \(field)") }
+        }
+    }
+}
+
 @Suite struct LiveRandomizedTests {
     @Test(arguments: [1, 2, 3])
     func randomSubscribersSeeExactlyTheDatabase(seed: UInt64) throws {
@@ -119,6 +179,44 @@ final class SubscriberModel {
             }
         }
 
+        // Collection streams, filtered on what the writes below change.
+        var collections: [(EventStreamClient, CollectionModel)] = []
+        let collectionLists = [
+            ("/books?author=a1", "title,available"), ("/books?available=false", "author"),
+            ("/books?libraryId=\(libraryIDs[0])&author=a0", "title"),
+            ("/books?libraryId=\(libraryIDs[1])", "libraryId,author,available"), ("/libraries", "name,bookCount"),
+        ]
+        for (list, fields) in collectionLists {
+            let path = list.replacingOccurrences(of: "?", with: "/events?") + (list.contains("?") ? "&" : "/events?")
+            let stream = try live.events(path + "fields=\(fields)")
+            let model = CollectionModel(list: list, fields: Set(fields.split(separator: ",").map(String.init)))
+            model.apply(try #require(try stream.next()))
+            collections.append((stream, model))
+        }
+        // Multiplexed streams: each watch rebuilt as its own subscriber would be.
+        var multiplexed: [(EventStreamClient, [String: Any], lastSeq: Int)] = []
+        for index in 0..<2 {
+            let book = bookIDs[index * 3]
+            let library = libraryIDs[index]
+            var watches: [String: Any] = [
+                "/books/\(book)?fields=title,author": SubscriberModel(
+                    stream: nil, isLibrary: false, id: book, fields: ["title", "author"],
+                    memberFields: [], members: false),
+                "/libraries/\(library)?fields=name,books.available": SubscriberModel(
+                    stream: nil, isLibrary: true, id: library, fields: ["name"],
+                    memberFields: ["available"], members: true),
+                "/books?author=a\(index)&fields=publishedYear": CollectionModel(
+                    list: "/books?author=a\(index)", fields: ["publishedYear"]),
+            ]
+            if index == 1 {
+                watches["/libraries?fields=address"] = CollectionModel(list: "/libraries", fields: ["address"])
+            }
+            let stream = try live.events(WatchStreamTests.query(Array(watches.keys)))
+            let frame = try #require(try stream.next())
+            Self.apply(frame, to: watches)
+            multiplexed.append((stream, watches, WatchStreamTests.seq(frame)))
+        }
+
         for step in 0..<80 {
             let book = bookIDs.randomElement(using: &random)!
             switch Int.random(in: 0..<10, using: &random) {
@@ -153,8 +251,25 @@ final class SubscriberModel {
             }
         }
 
+        for (stream, model) in collections {
+            let events = stream.drain(quiet: 400)
+            let ids = events.compactMap { Int($0.id ?? "") }
+            #expect(ids == ids.sorted() && Set(ids).count == ids.count, "ids strictly increase")
+            events.forEach(model.apply)
+            try model.check(live)
+        }
+        for (stream, watches, firstSeq) in multiplexed {
+            let frames = stream.drain(quiet: 400)
+            let seqs = [firstSeq] + frames.map(WatchStreamTests.seq)
+            #expect(zip(seqs, seqs.dropFirst()).allSatisfy { $0 < $1 }, "frame ids strictly increase: \(seqs)")
+            frames.forEach { Self.apply($0, to: watches) }
+            for model in watches.values {
+                if let model = model as? CollectionModel { try model.check(live) }
+            }
+            subscribers += watches.values.compactMap { $0 as? SubscriberModel }
+        }
         for subscriber in subscribers {
-            for event in subscriber.stream.drain(quiet: 400) { subscriber.apply(event) }
+            for event in subscriber.stream?.drain(quiet: 400) ?? [] { subscriber.apply(event) }
             if subscriber.isLibrary {
                 let library = try live.request("GET", "/libraries/\(subscriber.id)")
                 for field in subscriber.fields {
@@ -178,6 +293,22 @@ final class SubscriberModel {
                 for field in subscriber.fields {
                     #expect(Self.same(subscriber.state[field], book.json[field]), "book \(field)")
                 }
+            }
+        }
+    }
+
+    /// Hands each entry of a `/events` frame to its watch's model.
+    static func apply(_ frame: ReceivedEvent, to watches: [String: Any]) {
+        #expect(frame.event == "message")
+        for entry in frame.entries {
+            let watch = entry["watch"] as? String ?? ""
+            let data = (try? JSONSerialization.data(withJSONObject: entry["data"] ?? [:])) ?? Data()
+            let event = ReceivedEvent(
+                event: entry["event"] as? String ?? "", id: frame.id, data: String(decoding: data, as: UTF8.self))
+            switch watches[watch] {
+            case let model as SubscriberModel: model.apply(event)
+            case let model as CollectionModel: model.apply(event)
+            default: Issue.record("an entry for a watch the stream does not carry: \(watch)")
             }
         }
     }

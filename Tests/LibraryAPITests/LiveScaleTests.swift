@@ -125,9 +125,10 @@ import Testing
                     stream: stream, isLibrary: false, id: id, fields: ["title", "libraryId", "available"],
                     memberFields: [], members: false)
             }
-            #expect(model.stream.head.status == 200)
-            model.apply(try #require(try model.stream.next(timeout: 10_000)))
-            streams.append((model.stream, path, model))
+            let stream = try #require(model.stream)
+            #expect(stream.head.status == 200)
+            model.apply(try #require(try stream.next(timeout: 10_000)))
+            streams.append((stream, path, model))
             if inboxCapacity < 10 && index == 6 {
                 // Hold the live side busy while commits pile up behind it, so they fold.
                 LiveActor.enqueue { usleep(300_000) }
@@ -156,8 +157,8 @@ import Testing
         #expect(!statuses.isEmpty && statuses.allSatisfy { $0 == 200 }, "every write was accepted")
         if inboxCapacity < 10 { #expect(live.hub.counters.folded.load(ordering: .relaxed) > 0) }
 
-        for (_, _, model) in streams {
-            for event in model.stream.drain(quiet: 500) { model.apply(event) }
+        for (stream, _, model) in streams {
+            for event in stream.drain(quiet: 500) { model.apply(event) }
             if model.isLibrary {
                 let page = try live.request("GET", "/libraries/\(library)/books?limit=500")
                 let items = page.json["items"] as? [[String: Any]] ?? []

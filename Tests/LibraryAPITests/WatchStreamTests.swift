@@ -76,7 +76,8 @@ import Testing
         #expect((bookEntry?["data"] as? [String: Any])?["title"] as? String == "Three")
         let libraryEntries = entries.filter { $0["watch"] as? String == watches[1] }
         let books = libraryEntries.compactMap { ($0["data"] as? [String: Any])?["books"] as? [String: Any] }
-        #expect(books.compactMap { $0["added"] as? [[String: Any]] }.flatMap { $0 }.map { $0["id"] as? String } == [added])
+        #expect(
+            books.compactMap { $0["added"] as? [[String: Any]] }.flatMap { $0 }.map { $0["id"] as? String } == [added])
         #expect(!"\(entries)".contains("Two"), "nothing seen before the id is repeated")
         #expect(frames.allSatisfy { Self.seq($0) > Self.seq(seen) } && Self.seq(seen) > Self.seq(snapshot))
         // Nothing missed, nothing new: a reconnect with the latest id sends nothing.

@@ -6,6 +6,12 @@ package struct ReceivedEvent: Sendable {
     package var id: String?
     package var data = ""
 
+    package init(event: String = "message", id: String? = nil, data: String = "") {
+        self.event = event
+        self.id = id
+        self.data = data
+    }
+
     /// The data parsed as a JSON object.
     package var json: [String: Any] {
         (try? JSONSerialization.jsonObject(with: Data(data.utf8))) as? [String: Any] ?? [:]

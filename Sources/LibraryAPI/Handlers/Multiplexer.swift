@@ -114,7 +114,8 @@ final class Multiplexer {
         case .notFound:
             failed = true
             unsubscribeAll()
-            return fail(.notFound("watch \"\(part.watch.prefix(300))\": no \(LibraryAPI.describe(part.target)) exists."))
+            return fail(
+                .notFound("watch \"\(part.watch.prefix(300))\": no \(LibraryAPI.describe(part.target)) exists."))
         case .failed(let error):
             failed = true
             unsubscribeAll()
@@ -264,11 +265,12 @@ final class Multiplexer {
         var bytes: [UInt8] = []
         for part in parts where part.hasPending {
             if let snapshot = part.snapshot { bytes += entry(part, snapshot) }
-            if let change = part.change { bytes += entry(part, change.event) }
+            // What was folded may have cancelled out (an item that came and went).
+            if let change = part.change?.event, !change.isEmptyChange { bytes += entry(part, change) }
             if let delete = part.delete { bytes += entry(part, delete) }
             (part.snapshot, part.change, part.delete) = (nil, nil, nil)
         }
-        guard frameEntries != nil else { return }
+        guard frameEntries != nil else { return }  // everything pending cancelled out
         bytes += Array("data: ]\nid: \(hub.position).\(tag)\n\n".utf8)
         frameEntries = nil
         stream.write(bytes)

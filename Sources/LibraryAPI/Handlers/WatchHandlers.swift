@@ -13,7 +13,8 @@ extension LibraryAPI {
             throw .badRequest("Give at least one watch, such as /events?watch=/books/{id}?fields=title.")
         }
         guard watches.count <= Multiplexer.maxWatches else {
-            throw .badRequest("A stream carries at most \(Multiplexer.maxWatches) watches; this one has \(watches.count).")
+            throw .badRequest(
+                "A stream carries at most \(Multiplexer.maxWatches) watches; this one has \(watches.count).")
         }
         var seen: Set<String> = []
         var requests: [SubscriptionRequest] = []
