@@ -87,16 +87,17 @@ class EventReader:
                     break
                 block = bytes(self.body[consumed:end])
                 consumed = end + 2
-                kind, ident, data = "message", None, b""
+                kind, ident, data = "message", None, []
                 for line in block.split(b"\n"):
                     if line.startswith(b"event: "):
                         kind = line[7:].decode()
                     elif line.startswith(b"id: "):
                         ident = int(line[4:])
                     elif line.startswith(b"data: "):
-                        data = line[6:]
+                        data.append(line[6:])
                 if data:
-                    yield kind, ident, data
+                    # A collection's snapshot comes one item per `data:` line; joined, they are its JSON.
+                    yield kind, ident, b"\n".join(data)
             del self.body[:consumed]
             scanned = max(0, len(self.body) - 1)
             try:
@@ -117,9 +118,9 @@ class Subscriber(threading.Thread):
 
     TITLE = re.compile(rb'\{"id":"([0-9a-f-]+)","title":"t(\d+)"\}')
 
-    def __init__(self, port):
+    def __init__(self, port, path=None):
         super().__init__(daemon=True)
-        self.reader = EventReader(port, "/libraries/%s/events?fields=books.title" % LIBRARY)
+        self.reader = EventReader(port, path or "/libraries/%s/events?fields=books.title" % LIBRARY)
         self.titles = {}
         self.latencies = []
         self.events = 0
@@ -134,7 +135,8 @@ class Subscriber(threading.Thread):
             now = time.time()
             self.last_event = time.monotonic()
             if kind == "snapshot":
-                for member in json.loads(data)["books"]:
+                snapshot = json.loads(data)
+                for member in snapshot["books"] if "books" in snapshot else snapshot["items"]:
                     self.titles[member["id"]] = member["title"]
                 self.snapshot_seconds = time.monotonic() - self.started
                 self.ready.set()
@@ -145,10 +147,10 @@ class Subscriber(threading.Thread):
                 self.latencies.append(now - int(micros) / 1e6)
 
 
-def time_to_snapshot(port):
+def time_to_snapshot(port, path=None):
     """Seconds from connecting to having the whole snapshot of the library."""
     started = time.monotonic()
-    reader = EventReader(port, "/libraries/%s/events?fields=books.title" % LIBRARY)
+    reader = EventReader(port, path or "/libraries/%s/events?fields=books.title" % LIBRARY)
     try:
         for kind, _, _ in reader.events():
             if kind == "snapshot":
@@ -294,6 +296,159 @@ def run_size(args, books, work):
     return row
 
 
+COLLECTION = "/books/events?libraryId=%s&fields=title" % LIBRARY
+
+
+def run_collection_size(args, books, work):
+    """`--collection`: one subscriber of the collection stream `/books/events?libraryId=L&fields=title`
+    while library L holds `books` books; `args.seconds` of PATCHes on L's books (wrk, as above), with
+    the server's CPU per write and PATCH-to-event latency; and, before the writes, the time a new
+    subscriber takes to get the whole (paged) snapshot, with the server's RSS sampled every 20 ms
+    while it sends it."""
+    database = os.path.join(work, "collection-%d.sqlite" % books)
+    subprocess.run([sys.executable, os.path.join(HERE, "seed.py"), args.server, database, str(books), "1"],
+                   check=True, timeout=1800, stdout=subprocess.DEVNULL)
+    os.sync()
+    server = Server([args.server, "--port", "0", "--database", database, "--log-level", "warning"])
+    try:
+        rss_idle = server.status("VmRSS") / 1024
+        subscriber = Subscriber(server.port, COLLECTION)
+        subscriber.start()
+        if not subscriber.ready.wait(timeout=600):
+            raise RuntimeError("no snapshot of %d books within 600 s" % books)
+        if len(subscriber.titles) != books:
+            raise RuntimeError("the snapshot has %d books, not %d" % (len(subscriber.titles), books))
+        time.sleep(1)
+        rss_before = server.status("VmRSS") / 1024
+        during = []
+        sending = threading.Event()
+
+        anon_before, file_before = server.status("RssAnon") / 1024, server.status("RssFile") / 1024
+        during_anon, during_file = [], []
+
+        def sample_snapshot():
+            # RssFile is the database's pages mapped by SQLite's mmap (reclaimable, shared with the
+            # page cache); RssAnon is the server's own memory: buffered events, SQLite's page cache.
+            while not sending.wait(0.02):
+                during.append(server.status("VmRSS") / 1024)
+                during_anon.append(server.status("RssAnon") / 1024)
+                during_file.append(server.status("RssFile") / 1024)
+
+        sampler = threading.Thread(target=sample_snapshot, daemon=True)
+        sampler.start()
+        joins = [time_to_snapshot(server.port, COLLECTION) for _ in range(2)]
+        sending.set()
+        sampler.join(timeout=10)
+        rss_after_snapshot = server.status("VmRSS") / 1024
+
+        samples = []
+        stop = threading.Event()
+
+        def sample():
+            while not stop.wait(1):
+                samples.append(server.status("VmRSS") / 1024)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        seen_before = len(subscriber.latencies)
+        events_before = subscriber.events
+        cpu_before = server.cpu_seconds()
+        result = run_wrk(server.port, books, args.seconds, args.connections)
+        cpu = server.cpu_seconds() - cpu_before
+        stop.set()
+        sampler.join(timeout=10)
+        writes_ended = time.monotonic()
+        while time.monotonic() < writes_ended + 120 and time.monotonic() - subscriber.last_event < 2:
+            time.sleep(0.2)
+        # CPU of the writes and of the events they caused, until the subscriber caught up (the 2 s
+        # of quiet that tells it cost next to nothing: no writes, no events).
+        cpu_caught_up = server.cpu_seconds() - cpu_before
+        events = subscriber.events - events_before
+        latencies = [value * 1000 for value in subscriber.latencies[seen_before:]]
+        stored = dict(sqlite3.connect("file:%s?mode=ro" % database, uri=True)
+                      .execute("SELECT id, title FROM books WHERE library_id = ?", (LIBRARY,)).fetchall())
+        stale = sum(1 for book, title in stored.items() if subscriber.titles.get(book) != title)
+        missing = len(set(stored) ^ set(subscriber.titles))
+        writes = result["requests"]
+        row = {
+            "books": books,
+            "seconds": result["seconds"],
+            "writes": int(writes),
+            "writes_per_s": writes / result["seconds"],
+            "non2xx": int(result["non2xx"]),
+            "socket_errors": int(result["socket_errors"]),
+            "patch_p99_ms": result["p99_us"] / 1000,
+            "events_per_s": events / result["seconds"],
+            "changes_seen": len(latencies),
+            "latency_p50_ms": percentile(latencies, 0.50),
+            "latency_p99_ms": percentile(latencies, 0.99),
+            "latency_max_ms": max(latencies) if latencies else float("nan"),
+            "cpu_s": cpu,
+            "cpu_us_per_write": cpu * 1e6 / max(1, writes),
+            "cpu_caught_up_s": cpu_caught_up,
+            "cpu_caught_up_us_per_write": cpu_caught_up * 1e6 / max(1, writes),
+            "first_snapshot_s": subscriber.snapshot_seconds,
+            "snapshot_s": statistics.median(joins),
+            "rss_idle_mib": rss_idle,
+            "rss_before_snapshot_mib": rss_before,
+            "rss_max_during_snapshot_mib": max(during + [rss_before]),
+            "rss_after_snapshot_mib": rss_after_snapshot,
+            "rss_samples_during_snapshot": len(during),
+            "rss_anon_before_snapshot_mib": anon_before,
+            "rss_anon_max_during_snapshot_mib": max(during_anon + [anon_before]),
+            "rss_file_before_snapshot_mib": file_before,
+            "rss_file_max_during_snapshot_mib": max(during_file + [file_before]),
+            "rss_max_writes_mib": max(samples + [rss_after_snapshot]),
+            "stale": stale, "missing": missing,
+        }
+        subscriber.reader.close()
+    finally:
+        server.stop()
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(database + suffix):
+                os.remove(database + suffix)
+    log("collection %8d books  %6.0f writes/s  %6.0f events/s  latency p50 %6.1f p99 %6.1f ms  CPU %.0f µs/write  "
+        "snapshot %.2f s (first %.2f s)  RSS %.0f before / %.0f max while sending / %.0f after MiB (anonymous "
+        "%.0f / %.0f, file-mapped %.0f / %.0f)  stale %d"
+        % (books, row["writes_per_s"], row["events_per_s"], row["latency_p50_ms"], row["latency_p99_ms"],
+           row["cpu_us_per_write"], row["snapshot_s"], row["first_snapshot_s"], row["rss_before_snapshot_mib"],
+           row["rss_max_during_snapshot_mib"], row["rss_after_snapshot_mib"], row["rss_anon_before_snapshot_mib"],
+           row["rss_anon_max_during_snapshot_mib"], row["rss_file_before_snapshot_mib"],
+           row["rss_file_max_during_snapshot_mib"], row["stale"] + row["missing"]))
+    return row
+
+
+def collection_markdown(rows, args):
+    lines = [
+        "Measured %s with `Benchmarks/live.py --collection --seconds %d` (%s build, 2 cores shared with wrk and "
+        "the Python subscriber; wrk `-t2 -c%d` PATCHing random books' titles of library L, which holds every "
+        "book; one subscriber of `%s`). CPU: the server's utime + stime over the write phase (and until the "
+        "subscriber caught up), divided by the writes. Snapshot: a second subscriber connecting to having the whole snapshot (median of 2), the "
+        "server's RSS sampled every 20 ms meanwhile. %s"
+        % (datetime.date.today().isoformat(), args.seconds,
+           "release" if "/release/" in args.server else "debug", args.connections,
+           COLLECTION.replace(LIBRARY, "L"),
+           "Every run ended with the subscriber's titles equal to the database."
+           if not any(row["stale"] or row["missing"] for row in rows) else "**Some runs ended with stale titles.**"),
+        "",
+        "| books in L | writes/s | events/s | PATCH→event p50 | p99 | max | server CPU per write (until caught up) "
+        "| snapshot "
+        "| RSS before / max while sending / after the snapshot | of which anonymous (before / max) "
+        "| file-mapped database (before / max) | stale titles |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append("| %s | %s | %s | %.1f ms | %.1f ms | %.0f ms | %.0f µs (%.0f µs) | %.3f s "
+                     "| %.0f / %.0f / %.0f MiB | %.0f / %.0f MiB | %.0f / %.0f MiB | %d |" % (
+            format(row["books"], ","), format(round(row["writes_per_s"]), ","),
+            format(round(row["events_per_s"]), ","), row["latency_p50_ms"], row["latency_p99_ms"],
+            row["latency_max_ms"], row["cpu_us_per_write"], row["cpu_caught_up_us_per_write"], row["snapshot_s"], row["rss_before_snapshot_mib"],
+            row["rss_max_during_snapshot_mib"], row["rss_after_snapshot_mib"], row["rss_anon_before_snapshot_mib"],
+            row["rss_anon_max_during_snapshot_mib"], row["rss_file_before_snapshot_mib"],
+            row["rss_file_max_during_snapshot_mib"], row["stale"] + row["missing"]))
+    return "\n".join(lines)
+
+
 def markdown(rows, args):
     lines = [
         "Measured %s with `Benchmarks/live.py --seconds %d` (%s build, 2 cores shared with wrk and the "
@@ -335,22 +490,34 @@ def markdown(rows, args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=lambda t: [int(p) for p in t.split(",") if p],
-                        default=[100, 10_000, 100_000, 1_000_000])
+                        help="library sizes (default 100,10000,100000,1000000; with --collection "
+                             "100,100000,1000000)")
+    parser.add_argument("--collection", action="store_true",
+                        help="measure the collection stream /books/events?libraryId=L&fields=title instead; "
+                             "writes results/live-collection.{md,json}, never the README")
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--server", default=os.path.join(ROOT, ".build", "release", "library-server"))
     parser.add_argument("--no-readme", action="store_true")
     args = parser.parse_args()
+    if args.sizes is None:
+        args.sizes = [100, 100_000, 1_000_000] if args.collection else [100, 10_000, 100_000, 1_000_000]
     work = tempfile.mkdtemp(prefix="library-live.")
     rows = []
     try:
         for books in args.sizes:
-            rows.append(run_size(args, books, work))
+            rows.append((run_collection_size if args.collection else run_size)(args, books, work))
     finally:
         stop_all()
         subprocess.run(["rm", "-rf", work])
-    text = markdown(rows, args)
-    if not args.no_readme:
+    text = (collection_markdown if args.collection else markdown)(rows, args)
+    if args.collection and not args.no_readme:
+        os.makedirs(RESULTS, exist_ok=True)
+        with open(os.path.join(RESULTS, "live-collection.md"), "w") as out:
+            out.write(text + "\n")
+        with open(os.path.join(RESULTS, "live-collection.json"), "w") as out:
+            json.dump({"date": datetime.date.today().isoformat(), "rows": rows}, out, indent=1)
+    elif not args.no_readme:
         os.makedirs(RESULTS, exist_ok=True)
         with open(os.path.join(RESULTS, "live.md"), "w") as out:
             out.write(text + "\n")

@@ -3,7 +3,8 @@
 # Hummingbird comparator in release mode (one after the other: this is a 2-core machine; the same
 # executable is both comparators, `--plain` the second), then runs Benchmarks/bench.py with the
 # given options (`Benchmarks/run.sh --help` lists them), then Benchmarks/live.py (options in
-# LIVE_ARGS; SKIP_LIVE=1 skips it).
+# LIVE_ARGS; SKIP_LIVE=1 skips it), then `Benchmarks/live.py --collection` (options in
+# LIVE_COLLECTION_ARGS; SKIP_LIVE_COLLECTION=1 skips it).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
@@ -31,4 +32,10 @@ python3 "$HERE/bench.py" "$@"
 if [[ ${SKIP_LIVE:-} != 1 ]]; then
     # shellcheck disable=SC2086
     python3 "$HERE/live.py" ${LIVE_ARGS:-}
+fi
+# The collection stream /books/events?libraryId=L&fields=title at 100, 100,000 and 1,000,000 books
+# (LIVE_COLLECTION_ARGS, e.g. "--sizes 100,100000 --seconds 10").
+if [[ ${SKIP_LIVE_COLLECTION:-} != 1 ]]; then
+    # shellcheck disable=SC2086
+    python3 "$HERE/live.py" --collection ${LIVE_COLLECTION_ARGS:-}
 fi

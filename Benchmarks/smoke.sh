@@ -2,7 +2,9 @@
 # A quick check of the benchmark's own tools, for CI: seeds a small database with seed.py, runs
 # every wrk workload for one second against the given server binary and fails on any non-2xx
 # answer or socket error (so the Lua scripts keep asking for ids that exist, with valid bodies),
-# then runs overobserve.py, which fails if any subscriber gets a field it did not ask for.
+# then runs overobserve.py, which fails if any subscriber gets a field it did not ask for (single-book
+# streams), or, for collection streams and multiplexed ones, an unrequested field or item, a wrong,
+# missing or extra event, or ends with a state unequal to the matching GET.
 #
 #   Benchmarks/smoke.sh SERVER
 set -euo pipefail
@@ -37,13 +39,16 @@ for workload in get list post patch mix; do
         failed=1
     fi
 done
-timeout 120 python3 "$HERE/overobserve.py" "$PORT" 1200 60 100 || { echo "FAIL: overobserve" >&2; failed=1; }
+timeout 180 python3 "$HERE/overobserve.py" "$PORT" 1200 60 100 --collection-writes 300 --copies 2 || { echo "FAIL: overobserve" >&2; failed=1; }
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID" || { echo "FAIL: the server exited with $?" >&2; failed=1; }
 SERVER_PID=
 # The live benchmark, short: two library sizes, 3 s of writes each, every title checked.
 timeout 300 python3 "$HERE/live.py" --server "$SERVER" --sizes 200,5000 --seconds 3 --no-readme \
     || { echo "FAIL: live.py" >&2; failed=1; }
+# The collection stream, short: /books/events?libraryId=L&fields=title at two sizes, 3 s of writes.
+timeout 300 python3 "$HERE/live.py" --collection --server "$SERVER" --sizes 200,5000 --seconds 3 --no-readme \
+    || { echo "FAIL: live.py --collection" >&2; failed=1; }
 # SSE fan-out, short: 300 subscribers of one book, 3 changes, every event delivered.
 SERVER="$SERVER" timeout 300 bash "$HERE/fanout.sh" 300 3 >"$WORK/fanout.log" 2>&1 \
     || { tail -20 "$WORK/fanout.log" >&2; echo "FAIL: fanout.sh" >&2; failed=1; }

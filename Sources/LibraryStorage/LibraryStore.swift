@@ -14,6 +14,8 @@ package final class LibraryStore: Sendable {
     package let appliedMigrations: [Migration]
     /// How many changes the change log keeps at least, for resuming event streams.
     package let history: Int
+    /// Connections of their own for large collection snapshots (`PagedSnapshot`).
+    let snapshotSlots = SnapshotSlots()
     /// A closure kept in a struct: a bare closure read out of a `Mutex` (`withLock { $0 }`) is
     /// written back wrapped in reabstraction thunks, one more pair per read, so each write would
     /// get slower and the stack deeper (swiftlang/swift#91348).

@@ -6,38 +6,80 @@ import Synchronization
 /// kept open across pages (WAL gives it a fixed view however long the client takes), each page
 /// an index search after the last one's position.
 ///
-/// A `:memory:` database has no second connection that could see its data; there the snapshot is
-/// read whole in one transaction on the shared connection and handed out a page at a time.
+/// Most collections fit in one page: that page is read on a pooled reader first, and only a larger
+/// collection opens a connection of its own (at most `SnapshotSlots.limit` at once; the others
+/// wait their turn), starting over in its own transaction. A `:memory:` database has no second
+/// connection that could see its data; there a large snapshot is read whole in one transaction
+/// and handed out a page at a time.
 final class PagedSnapshot: CollectionSnapshot {
     private struct State {
         var began = false
         var finished = false
+        var closed = false
         var seq = 0
         /// The list position (`seq` column) the next page continues after.
         var after = 0
-        /// `:memory:` only: the pages read at once.
+        /// Pages read ahead (a one-page collection, or `:memory:`).
         var pages: [CollectionPage]?
+        var reader: DedicatedReader?
     }
 
     private let store: LibraryStore
     private let target: LiveTarget
     private let pageSize: Int
-    private let reader: DedicatedReader?
     private let state = Mutex(State())
 
     init(store: LibraryStore, target: LiveTarget, pageSize: Int) {
         self.store = store
         self.target = target
         self.pageSize = pageSize
-        reader = try? store.pool.dedicatedReader(label: "sqlite.snapshot")
     }
 
     func next(completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void) {
-        guard let reader else { return nextInMemory(completion: completion) }
+        let (queued, reader) = state.withLock { state -> (CollectionPage?, DedicatedReader?) in
+            guard let pages = state.pages, !pages.isEmpty else { return (nil, state.reader) }
+            return (state.pages!.removeFirst(), nil)
+        }
+        if let queued { return completion(.success(queued)) }
+        guard let reader else { return first(completion: completion) }
         reader.async { connection in
             completion(
                 Result { try self.page(LibraryReader(connection: connection), connection) }.mapError(StoreError.init))
         }
+    }
+
+    /// The first page, from a pooled reader: the whole snapshot when it fits; otherwise the
+    /// snapshot starts over on a connection of its own.
+    private func first(completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void) {
+        let (target, pageSize) = (target, pageSize)
+        store.readInTransaction(
+            { reader in
+                let seq = try reader.latestSeq()
+                let (items, next) = try Self.read(target, reader, after: 0, limit: pageSize)
+                return (CollectionPage(seq: seq, items: items, isLast: next == nil))
+            },
+            completion: { result in
+                guard case .success(let page) = result, !page.isLast else { return completion(result) }
+                self.store.snapshotSlots.acquire {
+                    let opened = Result { try self.store.pool.dedicatedReader(label: "sqlite.snapshot") }
+                    let closed = self.state.withLock { state in
+                        if case .success(let reader) = opened { state.reader = reader }
+                        return state.closed
+                    }
+                    switch opened {
+                    case .failure(let error):
+                        self.store.snapshotSlots.release()
+                        completion(.failure(StoreError(error)))
+                    case .success(nil):
+                        self.store.snapshotSlots.release()
+                        self.readWhole(completion: completion)
+                    case .success(.some):
+                        // Closed meanwhile: this closes the connection and frees the slot.
+                        if closed { return self.close() }
+                        self.next(completion: completion)
+                    }
+                }
+            })
     }
 
     private func page(_ reader: LibraryReader, _ connection: Connection) throws -> CollectionPage {
@@ -76,12 +118,8 @@ final class PagedSnapshot: CollectionSnapshot {
         return (.libraries(page.items), page.next)
     }
 
-    private func nextInMemory(completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void) {
-        let queued = state.withLock { state -> CollectionPage? in
-            guard let pages = state.pages, !pages.isEmpty else { return nil }
-            return state.pages!.removeFirst()
-        }
-        if let queued { return completion(.success(queued)) }
+    /// `:memory:`: the snapshot read whole in one transaction, handed out a page at a time.
+    private func readWhole(completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void) {
         let (target, pageSize) = (target, pageSize)
         store.readInTransaction(
             { reader in
@@ -107,6 +145,11 @@ final class PagedSnapshot: CollectionSnapshot {
     }
 
     func close() {
+        let reader = state.withLock { state -> DedicatedReader? in
+            state.closed = true
+            defer { state.reader = nil }
+            return state.reader
+        }
         guard let reader else { return }
         reader.async { connection in
             let open = self.state.withLock { state in
@@ -116,5 +159,38 @@ final class PagedSnapshot: CollectionSnapshot {
             if open { connection.rollback() }
         }
         reader.close()
+        store.snapshotSlots.release()
+    }
+}
+
+/// Bounds how many snapshots hold a connection of their own at once (each is a file descriptor
+/// or three, and a read transaction that keeps the WAL from being checkpointed past it).
+final class SnapshotSlots: Sendable {
+    static let limit = 16
+    private let state = Mutex<(free: Int, waiting: [@Sendable () -> Void])>((limit, []))
+
+    /// Calls `work` once a slot is free (at once if one is), on the caller's thread or on the
+    /// thread that frees the slot.
+    func acquire(_ work: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state in
+            guard state.free > 0 else {
+                state.waiting.append(work)
+                return false
+            }
+            state.free -= 1
+            return true
+        }
+        if now { work() }
+    }
+
+    func release() {
+        let next = state.withLock { state -> (@Sendable () -> Void)? in
+            guard !state.waiting.isEmpty else {
+                state.free += 1
+                return nil
+            }
+            return state.waiting.removeFirst()
+        }
+        next?()
     }
 }

@@ -10,12 +10,14 @@ extension LibraryAPI {
     func streamEvents(_ target: SubscriptionRequest.Target, _ exchange: Exchange) throws(APIError) {
         let query = try QueryParameters(exchange.request.query)
         var request = try Self.subscription(target, query: query)
-        if let text = try Self.lastEventID(exchange, query) {
+        // Both the header and the parameter are checked when both are given; the header wins.
+        let given = try Self.lastEventIDs(exchange, query).map { text throws(APIError) in
             guard let seq = Self.sequenceNumber(text) else {
                 throw .badRequest("Last-Event-ID must be an event id this server sent (a whole number).")
             }
-            request.resumeAfter = seq
+            return seq
         }
+        request.resumeAfter = given.first
         let hub = self.hub
         let resource = Self.describe(request.target)
         let subscription = request
@@ -40,10 +42,11 @@ extension LibraryAPI {
         }
     }
 
-    /// `Last-Event-ID`, or `lastEventId` for clients that cannot set headers (a new `EventSource`).
-    static func lastEventID(_ exchange: Exchange, _ query: QueryParameters) throws(APIError) -> String? {
+    /// `Last-Event-ID`, then `lastEventId` (for clients that cannot set headers, such as a new
+    /// `EventSource`), those given: the first wins, and each must be valid.
+    static func lastEventIDs(_ exchange: Exchange, _ query: QueryParameters) throws(APIError) -> [String] {
         let parameter = try query.string("lastEventId")
-        return exchange.request.headers["last-event-id"] ?? parameter
+        return [exchange.request.headers["last-event-id"], parameter].compactMap { $0 }
     }
 
     /// An event id of a single stream: a whole number of at most 18 digits.

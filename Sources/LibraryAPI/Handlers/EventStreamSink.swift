@@ -80,10 +80,26 @@ final class EventStreamSink: LiveEventSink {
         }
     }
 
+    /// A collection snapshot's page. The next one is asked for while this one is still being
+    /// sent (reading it overlaps the sending), but no more than one waits behind it; meanwhile the
+    /// socket has the large send buffer, as for a large event.
     func sendPage(_ event: LiveEvent, then next: @escaping @Sendable @LiveActor () -> Void) {
-        if event.page?.isLast == true { counters.events.add(1, ordering: .relaxed) }
+        let isLast = event.page?.isLast == true
+        if event.page?.isFirst == true { stream.setSendBuffer(Self.largeSendBuffer) }
+        if isLast { counters.events.add(1, ordering: .relaxed) }
         write(EventEncoding.page(event))
-        whenReady { LiveActor.enqueue { next() } }
+        if isLast {
+            whenReady { [weak self] in
+                LiveActor.enqueue {
+                    self?.stream.setSendBuffer(Self.sendBuffer)
+                    next()
+                }
+            }
+        } else if queue.isEmpty && stream.backlog <= 1 {
+            next()
+        } else {
+            whenReady { LiveActor.enqueue { next() } }
+        }
     }
 
     func whenReady(_ callback: @escaping @Sendable () -> Void) {

@@ -188,17 +188,22 @@ final class Multiplexer {
         paging = part
         var bytes: [UInt8] = []
         if event.page?.isFirst == true {
+            stream.setSendBuffer(EventStreamSink.largeSendBuffer)
             bytes += entryStart(part, kind: "snapshot")
             bytes += Array(#"{"items":["#.utf8) + [10]
         }
         bytes += EventEncoding.pageItems(event, opening: [])
-        if event.page?.isLast == true {
+        let isLast = event.page?.isLast == true
+        if isLast {
             bytes += Array("data: ]}}\n".utf8)
             paging = nil
         }
         stream.write(bytes)
+        // As `EventStreamSink.sendPage`: the next page is read while this one is sent.
+        guard isLast || stream.backlog > 1 else { return next() }
         stream.whenDrained {
             LiveActor.enqueue {
+                if isLast { stream.setSendBuffer(EventStreamSink.sendBuffer) }
                 next()
                 self.startWaitingPage()
             }

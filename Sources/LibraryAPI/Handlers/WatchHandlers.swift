@@ -59,11 +59,15 @@ extension LibraryAPI {
     static func watchResumePoint(_ exchange: Exchange, _ query: QueryParameters) throws(APIError)
         -> (seq: Int, tags: Set<String>?)?
     {
-        guard let text = try lastEventID(exchange, query) else { return nil }
+        // Both the header and the parameter are checked when both are given; the header wins.
+        try lastEventIDs(exchange, query).map { text throws(APIError) in try watchResumePoint(text) }.first
+    }
+
+    static func watchResumePoint(_ text: String) throws(APIError) -> (seq: Int, tags: Set<String>?) {
         let bad = APIError.badRequest(
             "Last-Event-ID must be an event id this stream sent (<seq>.<tag>) or a whole number.")
         let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
-        guard let seq = sequenceNumber(parts[0]) else { throw bad }
+        guard let seq = sequenceNumber(parts.first ?? "") else { throw bad }
         guard parts.count == 2 else { return (seq, nil) }
         let tag = parts[1].utf8
         guard !tag.isEmpty, tag.count % 8 == 0, tag.count <= 8 * Multiplexer.maxWatches,
