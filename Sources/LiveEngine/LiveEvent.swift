@@ -88,18 +88,25 @@ package struct LiveEvent: Sendable {
     /// For a page of a collection's snapshot: which page (its items are `members`).
     package var page: PagePosition?
     /// The change this event reflects (for a snapshot: the latest change it includes).
-    package var seq: Int { didSet { wire = WireForm() } }
+    package var seq: Int { didSet { resetWire() } }
     package let id: String
     /// The subscriber's fields that this event carries, in representation order.
-    package var libraryFields: [(LibraryField, FieldValue)] = [] { didSet { wire = WireForm() } }
-    package var bookFields: [(BookField, FieldValue)] = [] { didSet { wire = WireForm() } }
+    package var libraryFields: [(LibraryField, FieldValue)] = [] { didSet { resetWire() } }
+    package var bookFields: [(BookField, FieldValue)] = [] { didSet { resetWire() } }
     /// A library snapshot's members, when the subscriber asked for `books`.
-    package var members: MemberTable? { didSet { wire = WireForm() } }
+    package var members: MemberTable? { didSet { resetWire() } }
     /// A library change's membership part, when not empty.
-    package var membership: MembershipChange? { didSet { wire = WireForm() } }
+    package var membership: MembershipChange? { didSet { resetWire() } }
     /// The encoded event, shared by every copy until one is changed: one change delivered to many
     /// subscribers of the same fields is encoded once, not once per subscriber.
     package private(set) var wire = WireForm()
+    /// The encoded data alone (what a `/events` frame's entry carries), shared the same way.
+    package private(set) var dataWire = WireForm()
+
+    private mutating func resetWire() {
+        wire = WireForm()
+        dataWire = WireForm()
+    }
 
     /// An event's encoded bytes, made by the first sink that sends it.
     ///

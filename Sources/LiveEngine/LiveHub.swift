@@ -132,30 +132,6 @@ package final class LiveHub {
         counters.publishedSeq.raise(to: change.seq)
     }
 
-    /// Hands the collection streams a change can concern their events. Those are found by lookup,
-    /// never by walking: a book is seen by the streams whose filter its values before or after
-    /// the change match, at most 8 filter keys each, whatever the collections' sizes.
-    private func publishToCollections(_ change: CommittedChange) {
-        var targets: Set<LiveTarget> = []
-        for item in change.items {
-            switch item {
-            case .library:
-                if audiences[.libraries] != nil { targets.insert(.libraries) }
-            case .book(let book, _, let before, let deleted):
-                for keys in [before, deleted ? nil : book.keys] {
-                    guard let keys else { continue }
-                    for filter in BookFilter.all(matching: keys) where audiences[.books(filter)] != nil {
-                        targets.insert(.books(filter))
-                    }
-                }
-            }
-        }
-        for target in targets {
-            guard let audience = audiences[target], let delta = ResourceDelta(change, for: target) else { continue }
-            counters.applyWork.add(1 + audience.deliver(delta, seq: change.seq), ordering: .relaxed)
-        }
-    }
-
     private func applyBook(_ record: BookRecord, previousLibraryID previous: String?, deleted: Bool, seq: Int) {
         let id = record.id
         if let previous, previous != record.libraryId || deleted, let library = libraries[previous],

@@ -292,8 +292,9 @@ final class Multiplexer {
 
     private func entry(_ part: Part, _ event: LiveEvent) -> [UInt8] {
         var bytes = entryStart(part, kind: event.kind.rawValue)
-        // Not the shared `wire` form: that one is a whole SSE event, for single streams.
-        bytes += EventEncoding.data(event)
+        // Encoded once for every stream whose watch has the same shape (as `wire` is for single
+        // streams).
+        bytes += event.dataWire.bytes { EventEncoding.data(event) }
         bytes += Array("}\n".utf8)
         return bytes
     }
