@@ -488,6 +488,15 @@ def url_cases():
         "/books?cursor=c" + "a" * 5000, "/books?cursor=%00", "/books?cursor=%C3%A9", "/books?cursor=c%00",
         "/books?cursor=cZZZ", "/books?cursor=c-1", "/books?cursor=czzzzzzzzzzzzz",
         "/books?fields=title,nosuchfield", "/books?available=yes",
+        # Live queries: each of these is refused before any stream starts (a 200 would be a stream).
+        "/books/events?libraryId=x", "/books/events?available=1", "/books/events?fields=books.title",
+        "/libraries/events?fields=books", "/libraries/events?lastEventId=1.", "/events", "/events?watch=",
+        "/events?watch=%00", "/events?watch=/events", "/events?watch=/metrics", "/events?watch=/books/%zz",
+        "/events?watch=/books%3Fwatch%3D/libraries", "/events?watch=%2Fbooks%3Favailable%3D2",
+        "/events?watch=/libraries&watch=/libraries", "/events?watch=/libraries&lastEventId=1.zz",
+        "/events?watch=/libraries&lastEventId=99999999999999999999", "/events?watch=/libraries&lastEventId=1.abc",
+        "/events?watch=/books?fields=" + "a" * 6000,
+        "/events?" + "&".join("watch=/books?author=%d" % n for n in range(101)),
     ]
     cases = [Case(f"GET {shorten(target, 60)}", get(target)) for target in targets]
     cases.append(Case("GET /books?cursor= raw UTF-8", request(b"GET /books?cursor=\xc3\xa9 HTTP/1.1", host())))

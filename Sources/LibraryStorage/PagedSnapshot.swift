@@ -1,3 +1,4 @@
+import Dispatch
 import LibraryDomain
 import SQLite
 import Synchronization
@@ -97,13 +98,23 @@ final class PagedSnapshot: CollectionSnapshot {
                 current.finished = true
                 try connection.execute("COMMIT")
             }
-            state.withLock { $0 = current }
+            store(current)
             return CollectionPage(seq: current.seq, items: items, isLast: next == nil)
         } catch {
             current.finished = true
-            state.withLock { $0 = current }
+            store(current)
             if current.began { connection.rollback() }
             throw error
+        }
+    }
+
+    /// Writes back what a page read changes, and nothing else (`close` may have run meanwhile).
+    private func store(_ read: State) {
+        state.withLock { state in
+            state.began = read.began
+            state.finished = read.finished
+            state.seq = read.seq
+            state.after = read.after
         }
     }
 
@@ -169,8 +180,9 @@ final class SnapshotSlots: Sendable {
     static let limit = 16
     private let state = Mutex<(free: Int, waiting: [@Sendable () -> Void])>((limit, []))
 
-    /// Calls `work` once a slot is free (at once if one is), on the caller's thread or on the
-    /// thread that frees the slot.
+    /// Calls `work` once a slot is free: at once, on the caller's thread, if one is; else on
+    /// another thread once one is freed (never on the freeing thread, which may be the live
+    /// actor's, while `work` opens a connection).
     func acquire(_ work: @escaping @Sendable () -> Void) {
         let now = state.withLock { state in
             guard state.free > 0 else {
@@ -191,6 +203,6 @@ final class SnapshotSlots: Sendable {
             }
             return state.waiting.removeFirst()
         }
-        next?()
+        if let next { DispatchQueue.global().async(execute: next) }
     }
 }

@@ -54,10 +54,11 @@ final class Audience {
 
     /// Hands each group its event for `delta` (built once per group), skipping groups that asked
     /// for nothing it changed. Returns how many subscribers got one.
-    func deliver(_ delta: ResourceDelta, seq: Int) -> Int {
+    func deliver(_ delta: ResourceDelta, seq: Int, firstSeq: Int? = nil) -> Int {
         var delivered = 0
         for (shape, subscribers) in groups {
-            let event = delta.event(seq: seq, for: shape)
+            var event = delta.event(seq: seq, for: shape)
+            if let firstSeq, firstSeq < seq { event.foldedFrom = firstSeq }
             guard !event.isEmptyChange else { continue }
             for subscriber in subscribers.values { subscriber.deliver(event) }
             delivered += subscribers.count

@@ -12,11 +12,13 @@ import Synchronization
 final class ChangeInbox: Sendable {
     /// Changes folded together: one item per resource, in first-touched order.
     private struct Fold {
+        var firstSeq: Int?
         var seq = 0
         var items: [ChangeItem] = []
         var index: [String: Int] = [:]
 
         mutating func add(_ change: CommittedChange) {
+            if firstSeq == nil { firstSeq = change.firstSeq }
             seq = change.seq
             for item in change.items {
                 if let position = index[item.key] {
@@ -75,15 +77,27 @@ final class ChangeInbox: Sendable {
         }
     }
 
-    /// Opens or closes the inbox. On opening, returns the latest change that skipped it: nothing
-    /// was watched when it committed, so whatever starts watching now reads it from the database,
-    /// and the live side can count it (and anything older still waiting here) as applied.
+    /// Opens or closes the inbox. Closing drops what waits (nothing is watched that it could
+    /// concern) as if it had skipped the inbox. On opening, returns the latest change that skipped
+    /// it: nothing was watched when it committed, so whatever starts watching now reads it from the
+    /// database, and the live side can count it, and anything older, as applied.
     func setOpen(_ open: Bool) -> Int? {
         state.withLock { state in
             guard state.open != open else { return nil }
             state.open = open
+            if !open {
+                let last = state.fold?.seq ?? state.changes.last?.seq
+                if let last, last > state.skipped { state.skipped = last }
+                state.changes = []
+                state.fold = nil
+            }
             return open ? state.skipped : nil
         }
+    }
+
+    /// While the inbox is closed, the latest change that skipped it (nil while it is open).
+    var skippedWhileClosed: Int? {
+        state.withLock { $0.open ? nil : $0.skipped }
     }
 
     /// Takes everything waiting, in commit order (a fold as one change with the latest id); the
@@ -91,7 +105,9 @@ final class ChangeInbox: Sendable {
     func take() -> [CommittedChange] {
         state.withLock { state in
             var taken = state.changes
-            if let fold = state.fold { taken = [CommittedChange(seq: fold.seq, items: fold.items)] }
+            if let fold = state.fold {
+                taken = [CommittedChange(seq: fold.seq, items: fold.items, firstSeq: fold.firstSeq)]
+            }
             state.changes = []
             state.fold = nil
             state.scheduled = false

@@ -99,7 +99,10 @@ package struct FoldedChange {
         for id in order where listed.insert(id).inserted {
             switch members[id] {
             case .added(let fields): membership.added.append(member(id, fields))
-            case .changed(let fields): membership.changed.append(member(id, fields))
+            case .changed(let fields):
+                // Nothing to show (a member that left and came back, with no requested field).
+                if fields.book.isEmpty && fields.library.isEmpty { continue }
+                membership.changed.append(member(id, fields))
             case .removed: membership.removed.append(id)
             case nil: continue
             }

@@ -87,6 +87,8 @@ package struct LiveEvent: Sendable {
     package let isCollection: Bool
     /// For a page of a collection's snapshot: which page (its items are `members`).
     package var page: PagePosition?
+    /// For a change made of several folded on the way to the live side: the first of them.
+    var foldedFrom: Int?
     /// The change this event reflects (for a snapshot: the latest change it includes).
     package var seq: Int { didSet { resetWire() } }
     package let id: String

@@ -33,6 +33,7 @@ extension LiveHub {
     /// changes are held meanwhile: those the snapshot includes (up to its id, known with the first
     /// page) are dropped, the others folded and sent after the last page.
     func sendSnapshot(to subscriber: Subscriber) {
+        guard !subscriber.removed, !subscriber.finished else { return }
         let cursor = store.snapshot(of: subscriber.request.target, pageSize: Self.snapshotPage)
         subscriber.holdForSnapshot()
         subscriber.snapshot = cursor
@@ -48,7 +49,11 @@ extension LiveHub {
                     // The stream ends; the client reconnects and starts over.
                     subscriber.finish()
                 case .success(let page):
-                    if first { subscriber.setFloor(page.seq) }
+                    if first {
+                        subscriber.setFloor(page.seq)
+                        // Held changes that straddled the snapshot's id ended the stream.
+                        guard subscriber.snapshot === cursor else { return }
+                    }
                     let event = Self.event(of: page, first: first, shape: subscriber.request.shape)
                     subscriber.sink.sendPage(event) {
                         guard subscriber.snapshot === cursor else { return }
@@ -85,7 +90,7 @@ extension LiveHub {
 
     /// Hands the collection streams a change can concern their events. Those are found by lookup,
     /// never by walking: a book is seen by the streams whose filter its values before or after
-    /// the change match, at most 8 filter keys each, whatever the collections' sizes.
+    /// the change match, 8 filter keys each (16 lookups), whatever the collections' sizes.
     func publishToCollections(_ change: CommittedChange) {
         var targets: Set<LiveTarget> = []
         for item in change.items {
@@ -103,7 +108,8 @@ extension LiveHub {
         }
         for target in targets {
             guard let audience = audiences[target], let delta = ResourceDelta(change, for: target) else { continue }
-            counters.applyWork.add(1 + audience.deliver(delta, seq: change.seq), ordering: .relaxed)
+            counters.applyWork.add(
+                1 + audience.deliver(delta, seq: change.seq, firstSeq: change.firstSeq), ordering: .relaxed)
         }
     }
 }

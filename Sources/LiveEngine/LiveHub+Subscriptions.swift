@@ -9,6 +9,9 @@ extension LiveHub {
         case subscribed
         /// No such library or book.
         case notFound
+        /// No such library or book, and the change log no longer reaches back to the id the
+        /// subscriber resumes from: whether it existed then cannot be told.
+        case deletedBeyondHistory
         /// The database could not be read.
         case failed(StoreError)
     }
@@ -192,7 +195,14 @@ extension LiveHub {
                 // would have been sent meanwhile is older than that event, so it is dropped.
                 subscriber.held = Subscriber.Held()
                 arm(Array(library.members.values), from: 0, of: library) {
+                    let delete = subscriber.held?.delete
                     subscriber.held = nil
+                    if let delete {
+                        // Deleted while its members were armed: that is all there is to send.
+                        subscriber.deliver(delete)
+                        return subscriber.sink.settled(through: delete.seq)
+                    }
+                    guard !subscriber.removed else { return }
                     self.start(subscriber, model: model)
                 }
                 return
@@ -247,9 +257,15 @@ extension LiveHub {
         model: Model?,
         stateSeq: Int
     ) {
+        guard !subscriber.removed else { return }  // the stream closed meanwhile
         guard case .success(let changes?) = result else {
             // The history no longer reaches back far enough (or could not be read): start afresh.
+            let delete = subscriber.held?.delete
             subscriber.held = nil
+            if let delete {
+                subscriber.deliver(delete)
+                return subscriber.sink.settled(through: delete.seq)
+            }
             guard let model else { return sendSnapshot(to: subscriber) }
             let seq = max(appliedSeq, model.baseSeq)
             subscriber.deliver(snapshot(of: model, subscriber.request.shape, seq: seq))
@@ -270,13 +286,20 @@ extension LiveHub {
     }
 
     /// No such resource now. A subscriber resuming across its deletion gets what it missed up to
-    /// the `delete`, while the change log holds it; anybody else gets a 404.
+    /// the `delete`, while the change log holds it; anybody else gets a 404
+    /// (`.deletedBeyondHistory` when the log no longer reaches back to its id).
     private func notFound(_ waiter: Waiter) {
         let request = waiter.request
         guard let after = request.resumeAfter else { return waiter.outcome(.notFound) }
         store.changes(of: request.target, after: after, through: nil) { result in
             LiveActor.enqueue {
-                let events = (try? result.get()).flatMap { $0 }.map { Self.events(replaying: $0, for: request) } ?? []
+                let changes: [CommittedChange]
+                switch result {
+                case .failure(let error): return waiter.outcome(.failed(error))
+                case .success(nil): return waiter.outcome(.deletedBeyondHistory)
+                case .success(let logged?): changes = logged
+                }
+                let events = Self.events(replaying: changes, for: request)
                 guard let last = events.last, last.kind == .delete else { return waiter.outcome(.notFound) }
                 let subscriber = Subscriber(
                     id: self.nextSubscriberID, request: request, sink: waiter.open(self.nextSubscriberID))
@@ -316,7 +339,7 @@ extension LiveHub {
     package func unsubscribe(_ id: Int, from target: LiveTarget) {
         guard let audience = audiences[target], let subscriber = audience.remove(id) else { return }
         forget(subscriber)
-        subscriber.closeSnapshot()
+        subscriber.remove()
         if case .library(let libraryID) = target {
             // Its fields may no longer be tracked: a kept snapshot could go stale.
             libraries[libraryID]?.snapshots = [:]

@@ -96,6 +96,8 @@ package final class LiveHub {
     /// Calls `callback` once every change through `seq` has been applied and published (at once
     /// if it has).
     package func whenApplied(through seq: Int, _ callback: @escaping @LiveActor () -> Void) {
+        // While the inbox is closed, a change that skipped it concerned nobody: as good as applied.
+        if let skipped = inbox.skippedWhileClosed, skipped > appliedSeq { appliedSeq = skipped }
         if seq <= appliedSeq { return callback() }
         appliedWaiters.append((seq, callback))
     }

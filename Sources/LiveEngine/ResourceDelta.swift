@@ -92,7 +92,9 @@ struct ResourceDelta {
             self.init(id: "")
             isCollection = true
             for case .library(let library, let fields, let deleted) in change.items {
-                if deleted {
+                if deleted && fields.contains(.id) {
+                    continue  // created and deleted within one (folded) change: never seen
+                } else if deleted {
                     removed.append(library.id)
                 } else if fields.contains(.id) {
                     added.append(

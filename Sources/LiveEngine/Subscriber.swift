@@ -42,8 +42,13 @@ package final class Subscriber {
     /// A replay is sent whole (`coalescing: false`): every missed change, in order.
     func deliver(_ event: LiveEvent, coalescing: Bool = true) {
         guard !finished, !event.isEmptyChange, event.kind != .change || event.seq > floor else { return }
+        if straddlesFloor(event) { return finish() }
         if held != nil {
             if held!.early != nil {
+                // Kept whole until the snapshot's id is known, a bounded while: past that, the
+                // stream ends and the client starts over (or resumes) rather than the server
+                // holding changes without limit.
+                guard held!.early!.count < Self.maxEarly else { return finish() }
                 held!.early!.append(event)
             } else if event.kind == .delete {
                 held!.delete = event
@@ -89,17 +94,47 @@ package final class Subscriber {
         for event in early { deliver(event) }
     }
 
-    /// Sends the replayed events, whole and in order, then what was held meanwhile, then goes live.
+    /// How many changes a collection subscriber holds whole while its snapshot's id is not known.
+    static let maxEarly = 10_000
+
+    /// Whether `event` folds changes from both sides of this subscriber's snapshot: some of it is
+    /// in the snapshot, some not, and a collection's change cannot be split (it carries states,
+    /// not steps). The stream then ends; the client resumes from its last id, or starts over,
+    /// from the change log, which has every step. Only while the live side is far behind.
+    private func straddlesFloor(_ event: LiveEvent) -> Bool {
+        guard let from = event.foldedFrom, held?.early == nil else { return false }
+        return from <= floor && floor < event.seq
+    }
+
+    /// Sends what was missed and what was held meanwhile, then goes live. A resource's replayed
+    /// events are sent whole and in order; a collection's are folded into one change, since a
+    /// replay can hold as many changes as the kept history.
     func release(after replayed: [LiveEvent]) {
         let held = self.held
         self.held = nil
-        for event in replayed { deliver(event, coalescing: false) }
+        if request.target.isCollection, let first = replayed.first {
+            var folded = FoldedChange(first)
+            replayed.dropFirst().forEach { folded.fold($0) }
+            deliver(folded.event)
+        } else {
+            for event in replayed { deliver(event, coalescing: false) }
+        }
         if let change = held?.change { deliver(change.event) }
         if let delete = held?.delete { deliver(delete) }
     }
 
     func keepAlive() {
-        if !finished && pending == nil && held == nil && sink.isReady { sink.keepAlive() }
+        // Before a collection snapshot's first page nothing of it is written yet.
+        guard !finished, pending == nil, held == nil || held?.early != nil, sink.isReady else { return }
+        sink.keepAlive()
+    }
+
+    /// Taken out of its audience (its stream closed): reads started for it are dropped.
+    private(set) var removed = false
+
+    func remove() {
+        removed = true
+        closeSnapshot()
     }
 
     func finish() {

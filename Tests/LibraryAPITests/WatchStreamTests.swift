@@ -141,6 +141,8 @@ import Testing
         #expect(status == 400)
         (status, detail) = try problem(Self.query(["/books/\(book)?lastEventId=3"]))
         #expect(status == 400)
+        (status, detail) = try problem(Self.query(["/books?watch=/libraries"]))
+        #expect(status == 400 && detail.contains("watches"), "\(detail)")
         (status, detail) = try problem(Self.query(["/books/\(book)", "/books/\(book)"]))
         #expect(status == 400 && detail.contains("more than once"), "\(detail)")
         (status, detail) = try problem(Self.query((0...100).map { "/books?author=\($0)" }))

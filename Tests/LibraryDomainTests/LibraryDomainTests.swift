@@ -22,6 +22,18 @@ import Testing
 }
 
 @Suite struct IdentifierTests {
+    @Test func bookFilter_ComparesTextByteForByteAsSQLiteDoes() {
+        let composed = "caf\u{E9}"
+        let decomposed = "cafe\u{301}"
+        #expect(composed == decomposed, "Swift equates them")
+        let filter = BookFilter(author: composed)
+        #expect(filter.matches(BookKeys(libraryId: "l", author: composed, available: true)))
+        #expect(!filter.matches(BookKeys(libraryId: "l", author: decomposed, available: true)))
+        #expect(filter != BookFilter(author: decomposed))
+        #expect(Set([filter, BookFilter(author: decomposed), BookFilter(author: composed)]).count == 2)
+        #expect(BookFilter.all(matching: BookKeys(libraryId: "l", author: "a", available: false)).count == 8)
+    }
+
     @Test func canonical_AcceptsUUIDsInEitherCaseAndLowercasesThem() {
         #expect(Identifier.canonical("0A1B2C3D-4E5F-4a6b-8C7D-9e0f1a2b3c4d") == "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")
         #expect(Identifier.canonical("00000000-0000-0000-0000-000000000000") == "00000000-0000-0000-0000-000000000000")

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import LibraryDomain
 import Synchronization
 import Testing
@@ -65,16 +66,24 @@ import Testing
         #expect(small.count == 1 && small[0].items.count == 1 && small[0].isLast)
     }
 
-    @Test func slots_RunAtMostTheLimitAtOnceAndTheRestInTurn() {
+    @Test func slots_RunAtMostTheLimitAtOnceAndTheRestInTurn() throws {
         let slots = SnapshotSlots()
         let ran = Mutex(0)
+        /// Waits (up to 5 s) for `count` runs: a waiter runs on another thread once a slot frees.
+        func expectRuns(_ count: Int) {
+            let deadline = Date().addingTimeInterval(5)
+            while ran.withLock({ $0 }) < count && Date() < deadline { usleep(1_000) }
+            usleep(20_000)  // and no more than that
+            #expect(ran.withLock { $0 } == count)
+        }
         for _ in 0..<(SnapshotSlots.limit + 3) { slots.acquire { ran.withLock { $0 += 1 } } }
-        #expect(ran.withLock { $0 } == SnapshotSlots.limit)
+        expectRuns(SnapshotSlots.limit)
         slots.release()
         slots.release()
-        #expect(ran.withLock { $0 } == SnapshotSlots.limit + 2)
+        expectRuns(SnapshotSlots.limit + 2)
         for _ in 0..<(SnapshotSlots.limit + 1) { slots.release() }
+        expectRuns(SnapshotSlots.limit + 3)
         slots.acquire { ran.withLock { $0 += 1 } }
-        #expect(ran.withLock { $0 } == SnapshotSlots.limit + 4, "every slot is free again")
+        #expect(ran.withLock { $0 } == SnapshotSlots.limit + 4, "a free slot runs its work at once")
     }
 }

@@ -34,7 +34,8 @@ extension LibraryAPI {
                 outcome: { outcome in
                     switch outcome {
                     case .subscribed: break
-                    case .notFound: exchange.fail(APIError.notFound("No \(resource) exists."))
+                    case .notFound, .deletedBeyondHistory:
+                        exchange.fail(APIError.notFound("No \(resource) exists."))
                     case .failed(let error): exchange.fail(APIError(error, resource: resource))
                     }
                 }

@@ -14,10 +14,11 @@ import LiveEngine
 /// carried (a hash of each), so that a reconnect with a changed set resumes the old watches and
 /// sends the new ones a snapshot.
 ///
-/// A frame is written only when every watch has sent its first events (snapshot or replay) and
-/// the live side has applied every change up to the newest of them. Meanwhile, and whenever the
-/// connection falls behind, each watch's changes fold into one (`FoldedChange`), so a slow reader
-/// costs memory for what changed, not for how often.
+/// A frame is closed (its `id:` written) only when every watch has sent its first events
+/// (snapshot or replay) and the live side has applied every change up to the newest of them;
+/// a collection's snapshot pages are written into the open frame as they are read. Meanwhile, and
+/// whenever the connection falls behind, each watch's changes fold into one (`FoldedChange`), so a
+/// slow reader costs memory for what changed, not for how often.
 @LiveActor
 final class Multiplexer {
     /// One watch and what waits to be written for it.
@@ -98,20 +99,32 @@ final class Multiplexer {
         open: () -> HTTPStream,
         fail: (APIError) -> Void
     ) {
-        guard !failed else {
-            // Another watch failed first: this one's subscription goes too.
+        guard !failed, !ended else {
+            // Another watch failed first, or ended the stream before it opened (a snapshot that
+            // could not be read): this one's subscription goes too.
             if let id = part.subscriberID { hub.unsubscribe(id, from: part.target) }
             part.subscriberID = nil
+            if !failed && stream == nil {
+                failed = true
+                fail(.unavailable())
+            }
             return
         }
         switch outcome {
         case .subscribed:
             break
         case .notFound where resumed:
-            // Deleted before the id the client resumes from (it got that `delete`): nothing to send.
+            // Deleted at or before the id the client resumes from (it got that `delete`): nothing
+            // to send.
             part.settled = true
             part.deleted = true
-        case .notFound:
+        case .deletedBeyondHistory where resumed:
+            // Gone, and the log no longer tells when: it is deleted for the client too, as a
+            // fresh snapshot would show.
+            part.delete = LiveEvent(kind: .delete, seq: hub.position, id: part.target.resourceID ?? "")
+            part.settled = true
+            part.deleted = true
+        case .notFound, .deletedBeyondHistory:
             failed = true
             unsubscribeAll()
             return fail(

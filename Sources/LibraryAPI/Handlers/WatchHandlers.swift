@@ -103,6 +103,7 @@ extension LibraryAPI {
                 watch, "is not something to watch: /books/{id}, /libraries/{id}, /libraries or /books, with a query.")
         }
         do throws(APIError) {
+            guard query.watches.isEmpty else { throw APIError.badRequest("a watch cannot carry watches.") }
             guard try query.string("lastEventId") == nil else {
                 throw APIError.badRequest("a watch carries no lastEventId; the stream's Last-Event-ID resumes it.")
             }

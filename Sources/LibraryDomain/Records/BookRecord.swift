@@ -133,10 +133,34 @@ package struct BookFilter: Sendable, Hashable {
         self.available = available
     }
 
-    /// Whether a book with these filtered values is in the list.
+    /// Whether a book with these filtered values is in the list. Text is compared byte for byte,
+    /// as SQLite compares it for `GET /books` (Swift's `==` would equate canonically equivalent
+    /// strings, such as a composed and a decomposed "é").
     package func matches(_ keys: BookKeys) -> Bool {
-        (libraryId == nil || libraryId == keys.libraryId) && (author == nil || author == keys.author)
+        (libraryId == nil || libraryId!.utf8.elementsEqual(keys.libraryId.utf8))
+            && (author == nil || author!.utf8.elementsEqual(keys.author.utf8))
             && (available == nil || available == keys.available)
+    }
+
+    /// Byte for byte, as `matches`: streams whose filters differ only in normalization are apart.
+    package static func == (lhs: BookFilter, rhs: BookFilter) -> Bool {
+        func same(_ a: String?, _ b: String?) -> Bool {
+            switch (a, b) {
+            case (nil, nil): true
+            case (let a?, let b?): a.utf8.elementsEqual(b.utf8)
+            default: false
+            }
+        }
+        return same(lhs.libraryId, rhs.libraryId) && same(lhs.author, rhs.author) && lhs.available == rhs.available
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        for text in [libraryId, author] {
+            hasher.combine(text != nil)
+            text?.utf8.forEach { hasher.combine($0) }
+            hasher.combine(0xFF as UInt8)  // never a UTF-8 byte: ends the text
+        }
+        hasher.combine(available)
     }
 
     /// Every filter a book with `keys` matches (each filtered field either unset or equal to the

@@ -3,10 +3,14 @@
 package struct CommittedChange: Sendable {
     package let seq: Int
     package let items: [ChangeItem]
+    /// For changes folded into one on the way to the live side: the first of them (else `seq`).
+    /// Each item then holds its state before `firstSeq` and after `seq`.
+    package let firstSeq: Int
 
-    package init(seq: Int, items: [ChangeItem]) {
+    package init(seq: Int, items: [ChangeItem], firstSeq: Int? = nil) {
         self.seq = seq
         self.items = items
+        self.firstSeq = firstSeq ?? seq
     }
 }
 

@@ -7,6 +7,14 @@ package enum LiveTarget: Hashable, Sendable {
     /// The books matching a filter, as `GET /books` with it lists them.
     case books(BookFilter)
 
+    /// The id of the one resource watched; nil for a collection.
+    package var resourceID: String? {
+        switch self {
+        case .book(let id), .library(let id): id
+        case .libraries, .books: nil
+        }
+    }
+
     /// Whether this is a collection (its items come and go; it is never deleted).
     package var isCollection: Bool {
         switch self {
