@@ -126,13 +126,27 @@ final class CollectionModel {
 
     /// Checks the rebuilt collection against the list.
     func check(_ live: LiveServer) throws {
-        let page = try live.request("GET", list + (list.contains("?") ? "&" : "?") + "limit=500")
-        let listed = page.json["items"] as? [[String: Any]] ?? []
+        let listed = try self.listed(live)
         #expect(Set(items.keys) == Set(listed.compactMap { $0["id"] as? String }), "the items of \(list)")
         for item in listed {
             let state = items[item["id"] as? String ?? ""] ?? [:]
             for field in fields { #expect(LiveRandomizedTests.same(state[field], item[field]), "\(list) \(field)") }
         }
+    }
+
+    /// Whether the rebuilt collection equals the list now (recording nothing).
+    func matches(_ live: LiveServer) throws -> Bool {
+        let listed = try self.listed(live)
+        guard Set(items.keys) == Set(listed.compactMap { $0["id"] as? String }) else { return false }
+        return listed.allSatisfy { item in
+            let state = items[item["id"] as? String ?? ""] ?? [:]
+            return fields.allSatisfy { LiveRandomizedTests.same(state[$0], item[$0]) }
+        }
+    }
+
+    private func listed(_ live: LiveServer) throws -> [[String: Any]] {
+        let page = try live.request("GET", list + (list.contains("?") ? "&" : "?") + "limit=500")
+        return page.json["items"] as? [[String: Any]] ?? []
     }
 }
 
@@ -251,18 +265,34 @@ final class CollectionModel {
             }
         }
 
+        // Each stream is read until it matches the lists, or for 10 s (a quiet spell alone can be
+        // too short on a loaded machine): then the checks below say what differs.
+        func settle(_ readAndCompare: () throws -> Bool) rethrows {
+            let deadline = Date().addingTimeInterval(10)
+            while try !readAndCompare() && Date() < deadline {}
+        }
         for (stream, model) in collections {
-            let events = stream.drain(quiet: 400)
-            let ids = events.compactMap { Int($0.id ?? "") }
+            var ids: [Int] = []
+            try settle {
+                for event in stream.drain(quiet: 300) {
+                    ids += Int(event.id ?? "").map { [$0] } ?? []
+                    model.apply(event)
+                }
+                return try model.matches(live)
+            }
             #expect(ids == ids.sorted() && Set(ids).count == ids.count, "ids strictly increase")
-            events.forEach(model.apply)
             try model.check(live)
         }
         for (stream, watches, firstSeq) in multiplexed {
-            let frames = stream.drain(quiet: 400)
+            var frames: [ReceivedEvent] = []
+            try settle {
+                let more = stream.drain(quiet: 300)
+                frames += more
+                more.forEach { Self.apply($0, to: watches) }
+                return try watches.values.allSatisfy { try ($0 as? CollectionModel)?.matches(live) ?? true }
+            }
             let seqs = [firstSeq] + frames.map(WatchStreamTests.seq)
             #expect(zip(seqs, seqs.dropFirst()).allSatisfy { $0 < $1 }, "frame ids strictly increase: \(seqs)")
-            frames.forEach { Self.apply($0, to: watches) }
             for model in watches.values {
                 if let model = model as? CollectionModel { try model.check(live) }
             }
