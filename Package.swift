@@ -30,11 +30,19 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // System libpq, PostgreSQL's C client (Debian: libpq-dev), for replicas sharing one database.
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
         // epoll and eventfd, which Glibc does not export to Swift.
         .target(name: "CSystemLinux"),
 
         // A small SQLite layer: connection, statement, migrator.
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
+        // A small PostgreSQL layer over libpq: connection, parameters, results, migrator.
+        .target(name: "PostgreSQL", dependencies: ["CLibPQ"], swiftSettings: swiftSettings),
         // HTTP/1.1 on non-blocking sockets and epoll. Knows nothing about books.
         .target(name: "HTTPServer", dependencies: ["CSystemLinux"], swiftSettings: swiftSettings + fuzzSettings),
         // Records, validation, the change model, and the store interface the live engine reads through.
@@ -86,6 +94,8 @@ let package = Package(
         // A per-thread heap allocation counter (it defines malloc for the whole test executable).
         .target(name: "CAllocationCounter", path: "Tests/CAllocationCounter"),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: swiftSettings),
+        // Run against a real server when LIBRARY_TEST_POSTGRES is set (scripts/postgres-tests.sh).
+        .testTarget(name: "PostgreSQLTests", dependencies: ["PostgreSQL"], swiftSettings: swiftSettings),
         .testTarget(
             name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "LibraryDomainTests", dependencies: ["LibraryDomain"], swiftSettings: swiftSettings),

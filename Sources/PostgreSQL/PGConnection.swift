@@ -1,0 +1,141 @@
+import CLibPQ
+import Glibc
+
+/// A value bound to a statement parameter, sent in PostgreSQL's text format.
+package enum PGValue: Sendable, Equatable {
+    case text(String)
+    case int(Int)
+    case bool(Bool)
+    case null
+
+    var text: String? {
+        switch self {
+        case .text(let value): value
+        case .int(let value): String(value)
+        case .bool(let value): value ? "t" : "f"
+        case .null: nil
+        }
+    }
+}
+
+/// One libpq connection (`PGconn`), used by one thread at a time and closed in `deinit`.
+///
+/// Not `Sendable`, like `SQLite.Connection`: whoever owns it confines it to one queue.
+/// Statements take their values as parameters (`$1`, `$2`…), never spliced into the SQL.
+package final class PGConnection {
+    private let handle: OpaquePointer
+
+    /// Connects with a libpq connection string or URI (`postgres://user@host:port/db`).
+    package init(_ uri: String) throws(PGError) {
+        guard let handle = PQconnectdb(uri) else {
+            throw PGError(sqlState: "", message: "out of memory while connecting")
+        }
+        guard PQstatus(handle) == CONNECTION_OK else {
+            let message = Self.message(of: handle)
+            PQfinish(handle)
+            throw PGError(sqlState: "", message: message)
+        }
+        self.handle = handle
+    }
+
+    deinit { PQfinish(handle) }
+
+    /// Whether the connection is still usable (libpq noticed no failure on it).
+    package var isOpen: Bool { PQstatus(handle) == CONNECTION_OK }
+
+    /// Runs one statement with `values` bound to `$1`, `$2`…, and returns its rows (if any).
+    @discardableResult
+    package func execute(_ sql: String, _ values: [PGValue] = []) throws(PGError) -> PGResult {
+        let texts = values.map(\.text)
+        // libpq copies the parameters before returning: the C strings need to live only this long.
+        let result: OpaquePointer? = withCStrings(texts) { pointers in
+            PQexecParams(handle, sql, Int32(values.count), nil, pointers, nil, nil, 0)
+        }
+        guard let result else { throw PGError(sqlState: "", message: Self.message(of: handle)) }
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
+            return PGResult(result)
+        default:
+            let error = Self.error(of: result, on: handle)
+            PQclear(result)
+            throw error
+        }
+    }
+
+    /// Runs a script of one or more statements, with no parameters (a migration file).
+    package func executeScript(_ sql: String) throws(PGError) {
+        guard let result = PQexec(handle, sql) else { throw PGError(sqlState: "", message: Self.message(of: handle)) }
+        defer { PQclear(result) }
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY: return
+        default: throw Self.error(of: result, on: handle)
+        }
+    }
+
+    private static func error(of result: OpaquePointer, on handle: OpaquePointer) -> PGError {
+        let sqlState = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
+        let primary = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
+        return PGError(sqlState: sqlState, message: primary ?? message(of: handle))
+    }
+
+    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    @discardableResult
+    package func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN")
+        do {
+            let value = try body()
+            try execute("COMMIT")
+            return value
+        } catch {
+            _ = try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    private static func message(of handle: OpaquePointer) -> String {
+        let text = PQerrorMessage(handle).map { String(cString: $0) } ?? ""
+        let trimmed = text.trimmingSuffix { $0 == "\n" || $0 == " " }
+        return trimmed.isEmpty ? "the connection failed" : trimmed
+    }
+}
+
+/// Calls `body` with C strings for `texts` (nil stays a null pointer: SQL NULL).
+private func withCStrings<R>(_ texts: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+    let storage: [UnsafeMutablePointer<CChar>?] = texts.map { $0.map { strdup($0) } ?? nil }
+    defer { storage.forEach { free($0) } }
+    return body(storage.map { $0.map { UnsafePointer($0) } })
+}
+
+extension String {
+    fileprivate func trimmingSuffix(while drop: (Character) -> Bool) -> String {
+        var text = Substring(self)
+        while let last = text.last, drop(last) { text = text.dropLast() }
+        return String(text)
+    }
+}
+
+/// The rows of one statement (`PGresult`), read in text format and freed in `deinit`.
+package final class PGResult {
+    private let handle: OpaquePointer
+
+    init(_ handle: OpaquePointer) {
+        self.handle = handle
+    }
+
+    deinit { PQclear(handle) }
+
+    package var count: Int { Int(PQntuples(handle)) }
+    /// For INSERT, UPDATE, DELETE: how many rows the statement touched.
+    package var affectedRows: Int { Int(String(cString: PQcmdTuples(handle))) ?? 0 }
+
+    package func isNull(_ row: Int, _ column: Int) -> Bool { PQgetisnull(handle, Int32(row), Int32(column)) == 1 }
+
+    package func string(_ row: Int, _ column: Int) -> String? {
+        isNull(row, column) ? nil : String(cString: PQgetvalue(handle, Int32(row), Int32(column)))
+    }
+
+    package func int(_ row: Int, _ column: Int) -> Int? { string(row, column).flatMap { Int($0) } }
+
+    /// A `boolean` column (`t` or `f` in text format).
+    package func bool(_ row: Int, _ column: Int) -> Bool? { string(row, column).map { $0 == "t" } }
+}
