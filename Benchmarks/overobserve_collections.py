@@ -104,18 +104,7 @@ class BooksView:
         self.state = {item["id"]: {k: v for k, v in item.items() if k != "id"} for item in data["items"]}
 
     def expected(self, books, libraries):
-        added, removed, changed = {}, [], {}
-        for ident, (before, after) in books.items():
-            was, now = self.matches(before), self.matches(after)
-            if now and not was:
-                added[ident] = project(after, self.fields)
-            elif was and not now:
-                removed.append(ident)
-            elif was and now:
-                delta = {f: after[f] for f in self.fields if after[f] != before[f]}
-                if delta:
-                    changed[ident] = delta
-        return membership(added, removed, changed)
+        return expected_membership(books, self.matches, self.fields)
 
     def apply(self, kind, data, check):
         if kind != "change":
@@ -142,17 +131,7 @@ class LibrariesView:
         self.state = {item["id"]: {k: v for k, v in item.items() if k != "id"} for item in data["items"]}
 
     def expected(self, books, libraries):
-        added, removed, changed = {}, [], {}
-        for ident, (before, after) in libraries.items():
-            if after is not None and before is None:
-                added[ident] = project(after, self.fields)
-            elif before is not None and after is None:
-                removed.append(ident)
-            elif before is not None:
-                delta = {f: after[f] for f in self.fields if after[f] != before[f]}
-                if delta:
-                    changed[ident] = delta
-        return membership(added, removed, changed)
+        return expected_membership(libraries, lambda library: library is not None, self.fields)
 
     def apply(self, kind, data, check):
         if kind != "change":
@@ -269,6 +248,23 @@ class LibraryView:
 
     def rebuilt(self):
         return self.state if self.state == "deleted" else (self.state, self.members.state)
+
+
+def expected_membership(pairs, present, fields):
+    """The change a collection stream must send for items that went from `before` to `after`
+    (None: absent): `present` says whether an item is in the collection."""
+    added, removed, changed = {}, [], {}
+    for ident, (before, after) in pairs.items():
+        was, now = present(before), present(after)
+        if now and not was:
+            added[ident] = project(after, fields)
+        elif was and not now:
+            removed.append(ident)
+        elif was and now:
+            delta = {f: after[f] for f in fields if after[f] != before[f]}
+            if delta:
+                changed[ident] = delta
+    return membership(added, removed, changed)
 
 
 def membership(added, removed, changed):

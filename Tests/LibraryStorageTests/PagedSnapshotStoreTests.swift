@@ -8,8 +8,13 @@ import Testing
 
 /// Collection snapshots read page by page, and the bound on their own connections.
 @Suite struct PagedSnapshotStoreTests {
-    /// Reads every page of `target` from `store`, in order.
-    static func pages(_ store: LibraryStore, _ target: LiveTarget, pageSize: Int) throws -> [CollectionPage] {
+    /// Reads every page of `target` from `store`, in order, calling `between` after each.
+    static func pages(
+        _ store: LibraryStore,
+        _ target: LiveTarget,
+        pageSize: Int,
+        between: () throws -> Void = {}
+    ) throws -> [CollectionPage] {
         let snapshot = store.snapshot(of: target, pageSize: pageSize)
         defer { snapshot.close() }
         var pages: [CollectionPage] = []
@@ -22,6 +27,7 @@ import Testing
             }
             #expect(done.wait(timeout: .now() + 10) == .success)
             pages.append(try #require(result.withLock { $0 }).get())
+            try between()
         }
         return pages
     }
@@ -39,19 +45,8 @@ import Testing
             ids.append(
                 try store.writeAndWait { try $0.createBook(BookDraft(libraryId: library.id, title: "B\(index)")) }.id)
         }
-        let snapshot = store.snapshot(of: .books(BookFilter(libraryId: library.id)), pageSize: 10)
-        defer { snapshot.close() }
-        var pages: [CollectionPage] = []
-        while pages.last?.isLast != true {
-            let done = DispatchSemaphore(value: 0)
-            let result = Mutex<Result<CollectionPage, StoreError>?>(nil)
-            snapshot.next { page in
-                result.withLock { $0 = page }
-                done.signal()
-            }
-            #expect(done.wait(timeout: .now() + 10) == .success)
-            pages.append(try #require(result.withLock { $0 }).get())
-            // A write between pages: not in this snapshot, whose pages all show one moment.
+        // A write between pages: not in this snapshot, whose pages all show one moment.
+        let pages = try Self.pages(store, .books(BookFilter(libraryId: library.id)), pageSize: 10) {
             _ = try store.writeAndWait { try $0.createBook(BookDraft(libraryId: library.id, title: "late")) }
         }
         #expect(pages.map(\.items.count) == [10, 10, 5])
