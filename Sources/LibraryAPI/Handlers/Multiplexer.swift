@@ -27,9 +27,8 @@ final class Multiplexer {
         let target: LiveTarget
         let watchJSON: [UInt8]
         var subscriberID: Int?
-        /// Its first events have been handed over, up to change `floor`.
+        /// Its first events have all been handed over.
         var settled = false
-        var floor = 0
         /// Its resource was deleted (its `delete` is its last event).
         var deleted = false
         var snapshot: LiveEvent?
@@ -47,6 +46,8 @@ final class Multiplexer {
         }
 
         var hasPending: Bool { snapshot != nil || change != nil || delete != nil }
+        /// Whether it is in `Multiplexer.pending`.
+        var listed = false
     }
 
     /// The most watches one stream carries.
@@ -59,6 +60,13 @@ final class Multiplexer {
     let tag: String
     private(set) var stream: HTTPStream?
     private var outstanding: Int
+    /// Watches with something to write, in the order they got it: a frame costs work for the
+    /// watches a change touched, not for every watch of the stream.
+    private var pending: [Part] = []
+    /// Watches whose first events have not all been handed over yet.
+    private var unsettled: Int
+    /// The newest change a watch's first events reached: frames wait for the live side to get there.
+    private var floor = 0
     private var failed = false
     private var ended = false
     /// Entries written in the open frame; nil when no frame is open.
@@ -74,6 +82,7 @@ final class Multiplexer {
         self.hub = hub
         self.parts = parts
         outstanding = parts.count
+        unsettled = parts.count
         tag = Self.tag(parts.map(\.watch))
     }
 
@@ -116,13 +125,14 @@ final class Multiplexer {
         case .notFound where resumed:
             // Deleted at or before the id the client resumes from (it got that `delete`): nothing
             // to send.
-            part.settled = true
+            settle(part, through: 0)
             part.deleted = true
         case .deletedBeyondHistory where resumed:
             // Gone, and the log no longer tells when: it is deleted for the client too, as a
             // fresh snapshot would show.
             part.delete = LiveEvent(kind: .delete, seq: hub.position, id: part.target.resourceID ?? "")
-            part.settled = true
+            list(part)
+            settle(part, through: 0)
             part.deleted = true
         case .notFound, .deletedBeyondHistory:
             failed = true
@@ -160,6 +170,7 @@ final class Multiplexer {
 
     func receive(_ part: Part, _ event: LiveEvent) {
         hub.counters.events.add(1, ordering: .relaxed)
+        list(part)
         switch event.kind {
         case .snapshot:
             part.snapshot = event
@@ -176,9 +187,20 @@ final class Multiplexer {
     }
 
     func settled(_ part: Part, through seq: Int) {
-        part.settled = true
-        part.floor = max(part.floor, seq)
+        settle(part, through: seq)
         scheduleFlush()
+    }
+
+    private func settle(_ part: Part, through seq: Int) {
+        if !part.settled { unsettled -= 1 }
+        part.settled = true
+        floor = max(floor, seq)
+    }
+
+    private func list(_ part: Part) {
+        guard !part.listed else { return }
+        part.listed = true
+        pending.append(part)
     }
 
     /// A watch's stream ended. After its `delete` that is expected; otherwise (the server stops,
@@ -253,10 +275,8 @@ final class Multiplexer {
 
     /// Writes what waits, and closes the frame, once every watch is at one same change.
     private func flush() {
-        guard let stream, !ended, paging == nil, parts.allSatisfy(\.settled),
-            !parts.contains(where: { $0.waitingPage != nil })
-        else { return }
-        let floor = parts.map(\.floor).max() ?? 0
+        // A watch with a page waiting has not settled yet (its snapshot is not all sent).
+        guard let stream, !ended, paging == nil, unsettled == 0 else { return }
         guard hub.position >= floor else {
             if !waitingApplied {
                 waitingApplied = true
@@ -267,7 +287,7 @@ final class Multiplexer {
             }
             return
         }
-        guard frameEntries != nil || parts.contains(where: \.hasPending) else { return }
+        guard frameEntries != nil || !pending.isEmpty else { return }
         guard stream.backlog < Self.maxBacklog else {
             if !waitingDrain {
                 waitingDrain = true
@@ -281,13 +301,15 @@ final class Multiplexer {
             return
         }
         var bytes: [UInt8] = []
-        for part in parts where part.hasPending {
+        for part in pending {
+            part.listed = false
             if let snapshot = part.snapshot { bytes += entry(part, snapshot) }
             // What was folded may have cancelled out (an item that came and went).
             if let change = part.change?.event, !change.isEmptyChange { bytes += entry(part, change) }
             if let delete = part.delete { bytes += entry(part, delete) }
             (part.snapshot, part.change, part.delete) = (nil, nil, nil)
         }
+        pending = []
         guard frameEntries != nil else { return }  // everything pending cancelled out
         bytes += Array("data: ]\nid: \(hub.position).\(tag)\n\n".utf8)
         frameEntries = nil
