@@ -40,6 +40,22 @@ from bench import Server, log, stop_all, update_readme  # noqa: E402
 LIBRARY = "00000000-0000-4000-8000-000000000001"
 
 
+def dechunk(raw, body):
+    """Moves the complete chunks of chunked framing from `raw` to `body` (both bytearrays),
+    leaving an incomplete one in `raw`."""
+    position = 0
+    while True:
+        end = raw.find(b"\r\n", position)
+        if end < 0:
+            break
+        size = int(raw[position:end], 16)
+        if len(raw) < end + 4 + size:
+            break
+        body += raw[end + 2:end + 2 + size]
+        position = end + 4 + size
+    del raw[:position]
+
+
 class EventReader:
     """An SSE stream read over a raw socket: chunked framing, then events split on blank lines."""
 
@@ -60,17 +76,7 @@ class EventReader:
             raise RuntimeError("stream answered %s" % head.split(b"\r\n")[0])
 
     def _dechunk(self):
-        position = 0
-        while True:
-            end = self.raw.find(b"\r\n", position)
-            if end < 0:
-                break
-            size = int(self.raw[position:end], 16)
-            if len(self.raw) < end + 2 + size + 2:
-                break
-            self.body += self.raw[end + 2:end + 2 + size]
-            position = end + 4 + size
-        del self.raw[:position]
+        dechunk(self.raw, self.body)
 
     def events(self):
         """Yields (event, id, data) as they arrive; ends when the socket times out or closes.

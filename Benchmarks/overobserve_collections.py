@@ -32,6 +32,8 @@ import socket
 import time
 import urllib.parse
 
+from live import dechunk
+
 WAIT_SECONDS = 10
 
 
@@ -166,14 +168,8 @@ class BookView:
         return delta or None
 
     def apply(self, kind, data, check):
-        if data.get("id") != self.ident:
-            check.problem("foreign_items", "%s: event for %s" % (self.watch, data.get("id")))
-        if kind == "delete":
-            self.state = "deleted"
+        if not check_resource_event(self, kind, data, set(), check):
             return
-        foreign = set(data) - set(self.fields) - {"id"}
-        if foreign:
-            check.problem("foreign_fields", "%s: fields %s" % (self.watch, sorted(foreign)))
         if self.state == "deleted":
             check.problem("mismatch", "%s: change after delete" % self.watch)
             return
@@ -187,6 +183,20 @@ class BookView:
         if status == 404:
             return "deleted"
         return {k: v for k, v in data.items() if k != "id"}
+
+
+def check_resource_event(view, kind, data, extra, check):
+    """The checks every event of one watched resource passes: its id, and no field beyond the
+    view's `fields` and `extra`. A `delete` marks the view deleted. Returns whether to apply it."""
+    if data.get("id") != view.ident:
+        check.problem("foreign_items", "%s: event for %s" % (view.watch, data.get("id")))
+    if kind == "delete":
+        view.state = "deleted"
+        return False
+    foreign = set(data) - set(view.fields) - {"id"} - extra
+    if foreign:
+        check.problem("foreign_fields", "%s: fields %s" % (view.watch, sorted(foreign)))
+    return True
 
 
 class LibraryView:
@@ -215,14 +225,8 @@ class LibraryView:
         return delta or None
 
     def apply(self, kind, data, check):
-        if data.get("id") != self.ident:
-            check.problem("foreign_items", "%s: event for %s" % (self.watch, data.get("id")))
-        if kind == "delete":
-            self.state = "deleted"
+        if not check_resource_event(self, kind, data, {"books"} if self.book_fields else set(), check):
             return
-        foreign = set(data) - set(self.fields) - {"id", "books"}
-        if foreign or ("books" in data and not self.book_fields):
-            check.problem("foreign_fields", "%s: fields %s" % (self.watch, sorted(foreign) or ["books"]))
         self.state.update({k: v for k, v in data.items() if k not in ("id", "books")})
         if "books" in data:
             apply_membership(self.members.state, data["books"], self.book_fields, self.members.matches, check,
@@ -360,17 +364,7 @@ class Stream:
             if not head.startswith(b"HTTP/1.1 200"):
                 raise SystemExit("overobserve: %s refused: %r" % (self.path, head[:200] + rest[:300]))
             self.head_done, self.raw = True, bytearray(rest)
-        position = 0
-        while True:
-            end = self.raw.find(b"\r\n", position)
-            if end < 0:
-                break
-            size = int(self.raw[position:end], 16)
-            if len(self.raw) < end + 4 + size:
-                break
-            self.body += self.raw[end + 2:end + 2 + size]
-            position = end + 4 + size
-        del self.raw[:position]
+        dechunk(self.raw, self.body)
         while True:
             end = self.body.find(b"\n\n")
             if end < 0:

@@ -32,7 +32,7 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench import Server, log, stop_all  # noqa: E402
-from live import metric, percentile  # noqa: E402
+from live import dechunk, metric, percentile  # noqa: E402
 
 LIBRARY = "00000000-0000-4000-8000-000000000001"
 TITLE = re.compile(rb'"id":"([0-9a-f-]{36})","title":"t(\d+)"')
@@ -67,17 +67,7 @@ class Stream:
                 raise RuntimeError("stream answered %s" % head.split(b"\r\n")[0])
             self.head = head
             self.raw = bytearray(rest)
-        position = 0
-        while True:
-            end = self.raw.find(b"\r\n", position)
-            if end < 0:
-                break
-            size = int(self.raw[position:end], 16)
-            if len(self.raw) < end + 4 + size:
-                break
-            self.body += self.raw[end + 2:end + 2 + size]
-            position = end + 4 + size
-        del self.raw[:position]
+        dechunk(self.raw, self.body)
         while True:
             end = self.body.find(b"\n\n")
             if end < 0:
