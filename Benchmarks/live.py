@@ -40,6 +40,13 @@ from bench import Server, log, stop_all, update_readme  # noqa: E402
 LIBRARY = "00000000-0000-4000-8000-000000000001"
 
 
+def remove_database(path):
+    """Deletes a SQLite database and its WAL files."""
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+
+
 def dechunk(raw, body):
     """Moves the complete chunks of chunked framing from `raw` to `body` (both bytearrays),
     leaving an incomplete one in `raw`."""
@@ -289,9 +296,7 @@ def run_size(args, books, work):
         subscriber.reader.close()
     finally:
         server.stop()
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(database + suffix):
-                os.remove(database + suffix)
+        remove_database(database)
     log("live %8d books  %6.0f writes/s  %6.0f events/s  latency p50 %6.1f p99 %6.1f ms  catch-up %.2f s  "
         "RSS %.0f→%.0f→%.0f MiB  lag max %d  folded %d  stale %d  join %.2f s idle, %.2f s p50 under load "
         "(subscriber p99 meanwhile %.0f ms)"
@@ -410,9 +415,7 @@ def run_collection_size(args, books, work):
         subscriber.reader.close()
     finally:
         server.stop()
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(database + suffix):
-                os.remove(database + suffix)
+        remove_database(database)
     log("collection %8d books  %6.0f writes/s  %6.0f events/s  latency p50 %6.1f p99 %6.1f ms  CPU %.0f µs/write  "
         "snapshot %.2f s (first %.2f s)  RSS %.0f before / %.0f max while sending / %.0f after MiB (anonymous "
         "%.0f / %.0f, file-mapped %.0f / %.0f)  stale %d"
