@@ -47,10 +47,11 @@ let package = Package(
         .target(name: "HTTPServer", dependencies: ["CSystemLinux"], swiftSettings: swiftSettings + fuzzSettings),
         // Records, validation, the change model, and the store interface the live engine reads through.
         .target(name: "LibraryDomain", swiftSettings: swiftSettings),
-        // Libraries and books in SQLite: migrations, reads, writes, the change log.
+        // Libraries and books in SQLite (the embedded default) or PostgreSQL (replicas): migrations,
+        // reads, writes, the change log, and the change feed across replicas.
         .target(
             name: "LibraryStorage",
-            dependencies: ["LibraryDomain", "SQLite"],
+            dependencies: ["LibraryDomain", "SQLite", "PostgreSQL"],
             swiftSettings: swiftSettings,
             plugins: ["EmbedFiles"]
         ),
@@ -101,7 +102,7 @@ let package = Package(
         .testTarget(name: "LibraryDomainTests", dependencies: ["LibraryDomain"], swiftSettings: swiftSettings),
         .testTarget(
             name: "LibraryStorageTests",
-            dependencies: ["LibraryStorage", "LibraryDomain", "SQLite"],
+            dependencies: ["LibraryStorage", "LibraryDomain", "SQLite", "PostgreSQL"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -109,8 +110,8 @@ let package = Package(
         .testTarget(
             name: "LibraryAPITests",
             dependencies: [
-                "LibraryAPI", "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine", "TestSupport",
-                "CAllocationCounter",
+                "LibraryAPI", "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine", "PostgreSQL",
+                "TestSupport", "CAllocationCounter",
             ],
             swiftSettings: swiftSettings
         ),

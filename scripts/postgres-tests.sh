@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# The PostgreSQL layer's tests against a real server: starts a throwaway cluster on 127.0.0.1
-# (scripts/lib/postgres.sh), runs `swift test --filter PostgreSQLTests` with LIBRARY_TEST_POSTGRES
-# pointing at it, and removes the cluster. Installs postgresql and libpq-dev when missing (root).
+# The tests on PostgreSQL, against a real server: starts a throwaway cluster on 127.0.0.1
+# (scripts/lib/postgres.sh) and runs, with LIBRARY_TEST_POSTGRES pointing at it:
+# - the libpq layer's tests (PostgreSQLTests);
+# - the whole API suite (LibraryAPITests) with LIBRARY_TEST_ENGINE=postgres: every test server
+#   not given a SQLite file runs on PostgreSQL, in a schema of its own;
+# - the randomized live test once more with LIBRARY_TEST_FEED=log, where the live engine hears
+#   every commit from the change log, as a replica hears the others' writes.
+# Then removes the cluster. Installs postgresql and libpq-dev when missing (root).
 #
 #     bash scripts/postgres-tests.sh
 set -euo pipefail
@@ -20,11 +25,22 @@ fi
 source scripts/lib/postgres.sh
 start_postgres
 echo "== PostgreSQL at $POSTGRES_URL"
-LIBRARY_TEST_POSTGRES=$POSTGRES_URL timeout 600 swift test --filter PostgreSQLTests 2>&1 | tee /tmp/postgres-tests.$$.log
-if ! grep -q "Test run with .* passed" /tmp/postgres-tests.$$.log || grep -q "skipped" /tmp/postgres-tests.$$.log; then
-    rm -f /tmp/postgres-tests.$$.log
-    echo "postgres-tests: FAILED" >&2
-    exit 1
-fi
-rm -f /tmp/postgres-tests.$$.log
+export LIBRARY_TEST_POSTGRES=$POSTGRES_URL
+swift build --build-tests
+log=/tmp/postgres-tests.$$.log
+run() { # FILTER=… run NAME [VAR=VALUE…]: one test run, which must pass and skip nothing
+    local name=$1
+    shift
+    echo "== $name"
+    env "$@" timeout 900 swift test --skip-build --filter "$FILTER" 2>&1 | tee "$log"
+    if ! grep -q "Test run with .* passed" "$log" || grep -q "skipped" "$log"; then
+        rm -f "$log"
+        echo "postgres-tests: $name FAILED" >&2
+        exit 1
+    fi
+}
+FILTER=PostgreSQLTests run "libpq layer"
+FILTER=LibraryAPITests run "API suite on PostgreSQL" LIBRARY_TEST_ENGINE=postgres
+FILTER=LiveRandomizedTests run "live engine fed from the change log" LIBRARY_TEST_ENGINE=postgres LIBRARY_TEST_FEED=log
+rm -f "$log"
 echo "postgres-tests: passed"

@@ -9,30 +9,35 @@ import PackagePlugin
 struct EmbedFiles: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: any Target) throws -> [Command] {
         let root = context.package.directoryURL
-        let inputs: [URL]
-        let typeName: String
         switch target.name {
         case "LibraryStorage":
-            let folder = root.appending(path: "Migrations")
-            inputs = try FileManager.default.contentsOfDirectory(at: folder, includingPropertiesForKeys: nil)
-                .filter { $0.pathExtension == "sql" }
-                .sorted { $0.lastPathComponent < $1.lastPathComponent }
-            typeName = "EmbeddedMigrations"
+            // SQLite's migrations, and PostgreSQL's beside them in Migrations/postgres.
+            return [
+                try command(context, "EmbeddedMigrations", sqlFiles(in: root.appending(path: "Migrations"))),
+                try command(
+                    context, "EmbeddedPostgresMigrations", sqlFiles(in: root.appending(path: "Migrations/postgres"))),
+            ]
         case "LibraryAPI":
-            inputs = [root.appending(path: "openapi.yaml")]
-            typeName = "EmbeddedSpec"
+            return [try command(context, "EmbeddedSpec", [root.appending(path: "openapi.yaml")])]
         default:
             return []
         }
+    }
+
+    private func sqlFiles(in folder: URL) throws -> [URL] {
+        try FileManager.default.contentsOfDirectory(at: folder, includingPropertiesForKeys: nil)
+            .filter { $0.pathExtension == "sql" }
+            .sorted { $0.lastPathComponent < $1.lastPathComponent }
+    }
+
+    private func command(_ context: PluginContext, _ typeName: String, _ inputs: [URL]) throws -> Command {
         let output = context.pluginWorkDirectoryURL.appending(path: "\(typeName).swift")
-        return [
-            .buildCommand(
-                displayName: "Embedding \(inputs.count) file(s) as \(typeName)",
-                executable: try context.tool(named: "EmbedFilesTool").url,
-                arguments: [typeName, output.path()] + inputs.map { $0.path() },
-                inputFiles: inputs,
-                outputFiles: [output]
-            )
-        ]
+        return .buildCommand(
+            displayName: "Embedding \(inputs.count) file(s) as \(typeName)",
+            executable: try context.tool(named: "EmbedFilesTool").url,
+            arguments: [typeName, output.path()] + inputs.map { $0.path() },
+            inputFiles: inputs,
+            outputFiles: [output]
+        )
     }
 }

@@ -29,13 +29,17 @@ final class Exchange: Sendable {
         }
     }
 
-    /// Runs `work` on a reader, here on the event-loop thread, and answers with its response;
-    /// store errors become problems about `resource`.
+    /// Runs `work` on a reader and answers with its response; store errors become problems
+    /// about `resource`.
     ///
-    /// Reads are indexed lookups and bounded pages that take microseconds, less than handing the
-    /// work to another thread and the response back would cost. Each loop has its own reader.
-    func read(_ resource: String, _ work: (LibraryReader) throws -> HTTPResponse) {
-        complete(api.store.readNow(lane: LoopThread.index, work), resource: resource)
+    /// On SQLite the read runs here, on the event-loop thread: reads are indexed lookups and
+    /// bounded pages that take microseconds, less than handing the work to another thread and the
+    /// response back would cost, and each loop has its own reader. On PostgreSQL a read is a
+    /// network round trip, so it runs on a database thread and the response comes back here.
+    func read(_ resource: String, _ work: @escaping @Sendable (LibraryReader) throws -> HTTPResponse) {
+        api.store.read(lane: LoopThread.index, work) { result in
+            self.writer.onLoop { self.complete(result, resource: resource) }
+        }
     }
 
     /// Runs `work` as a write and answers once it has committed, with the response `respond`

@@ -9,7 +9,7 @@ import Logging
 /// Checks that need no database (route, method, token, query, body) run on the event-loop thread;
 /// the rest runs on a database thread, which sends the response.
 package final class LibraryAPI: HTTPResponder {
-    let store: LibraryStore
+    let store: any LibraryDatabase
     let configuration: APIConfiguration
     let cors: CORS
     let logger: Logger
@@ -22,7 +22,7 @@ package final class LibraryAPI: HTTPResponder {
     /// The database check behind `/healthz`, shared by concurrent health checks.
     let healthProbe: HealthProbe
 
-    package init(store: LibraryStore, hub: LiveHub, configuration: APIConfiguration, logger: Logger) {
+    package init(store: any LibraryDatabase, hub: LiveHub, configuration: APIConfiguration, logger: Logger) {
         self.store = store
         self.hub = hub
         self.configuration = configuration

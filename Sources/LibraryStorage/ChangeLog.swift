@@ -15,49 +15,54 @@ enum ChangeLog {
     /// Records `items` as one change and returns its sequence number: one more than the latest
     /// one, read from the last row (in the write's own transaction, so a rolled-back write gives
     /// its number to the next).
-    static func append(_ items: [ChangeItem], history: Int, to connection: Connection) throws -> Int {
-        let last = try connection.statement("SELECT max(item) FROM change_log").first { $0.optionalInt(0) } ?? nil
-        let seq = (last.map { $0 >> itemBits } ?? 0) + 1
+    static func append(_ items: [ChangeItem], history: Int, to session: SQLSession) throws -> Int {
+        let seq = try LibraryReader(session: session).latestSeq() + 1
+        try append(items, as: seq, history: history, to: session)
+        return seq
+    }
+
+    /// Records `items` as change `seq`, which the caller knows to be the next one.
+    static func append(_ items: [ChangeItem], as seq: Int, history: Int, to session: SQLSession) throws {
         guard items.count < 1 << itemBits else {
-            throw SQLiteError(code: 18, message: "one write touched more resources than the change log can number")
+            throw StoreError(.internal, detail: "one write touched more resources than the change log can number")
         }
-        let insert = try connection.statement(
-            """
+        let insert = """
             INSERT INTO change_log (item, entity, entity_id, deleted, fields, library_id, moved_from, name, address,
                 book_count, title, author, isbn, published_year, available, version, created_at, updated_at,
                 previous_author, previous_available)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """
-        )
         for (position, item) in items.enumerated() {
             let rowID = SQLiteValue.int(firstItem(of: seq) + position)
             switch item {
             case .library(let library, let fields, let deleted):
-                try insert.run([
-                    rowID, "library", .text(library.id), .bool(deleted), .text(names(fields)), .text(library.id), nil,
-                    .text(library.name), .optional(library.address), .int(library.bookCount), nil, nil, nil, nil, nil,
-                    .int(library.version), .text(library.createdAt), .text(library.updatedAt), nil, nil,
-                ])
+                try session.run(
+                    insert,
+                    [
+                        rowID, "library", .text(library.id), .bool(deleted), .text(names(fields)), .text(library.id),
+                        nil, .text(library.name), .optional(library.address), .int(library.bookCount), nil, nil, nil,
+                        nil, nil, .int(library.version), .text(library.createdAt), .text(library.updatedAt), nil, nil,
+                    ])
             case .book(let book, let fields, let before, let deleted):
                 // Each previous value only when it differs, so that unchanged rows stay lean.
                 let movedFrom = before.flatMap { $0.libraryId == book.libraryId ? nil : $0.libraryId }
                 let previousAuthor = before.flatMap { $0.author == book.author ? nil : $0.author }
                 let previousAvailable = before.flatMap { $0.available == book.available ? nil : $0.available }
-                try insert.run([
-                    rowID, "book", .text(book.id), .bool(deleted), .text(names(fields)), .text(book.libraryId),
-                    .optional(movedFrom), nil, nil, nil, .text(book.title), .text(book.author), .optional(book.isbn),
-                    .optional(book.publishedYear), .bool(book.available), .int(book.version), .text(book.createdAt),
-                    .text(book.updatedAt), .optional(previousAuthor), previousAvailable.map { .bool($0) } ?? .null,
-                ])
+                try session.run(
+                    insert,
+                    [
+                        rowID, "book", .text(book.id), .bool(deleted), .text(names(fields)), .text(book.libraryId),
+                        .optional(movedFrom), nil, nil, nil, .text(book.title), .text(book.author),
+                        .optional(book.isbn), .optional(book.publishedYear), .bool(book.available),
+                        .int(book.version), .text(book.createdAt), .text(book.updatedAt), .optional(previousAuthor),
+                        previousAvailable.map { .bool($0) } ?? .null,
+                    ])
             }
         }
         if seq % 64 == 0 {
             // Keeps the latest `history` changes: every one after `seq - history`.
-            try connection.statement("DELETE FROM change_log WHERE item < ?").run([
-                .int(firstItem(of: seq - history + 1))
-            ])
+            try session.run("DELETE FROM change_log WHERE item < ?", [.int(firstItem(of: seq - history + 1))])
         }
-        return seq
     }
 
     private static func names<Field: RawRepresentable>(_ fields: Set<Field>) -> String where Field.RawValue == String {
@@ -68,21 +73,22 @@ enum ChangeLog {
 extension LibraryReader {
     /// The sequence number of the latest committed change (0 before any).
     package func latestSeq() throws -> Int {
-        let last = try connection.statement("SELECT max(item) FROM change_log").first { $0.optionalInt(0) } ?? nil
+        let last = try session.first("SELECT max(item) FROM change_log") { $0.optionalInt(0) } ?? nil
         return last.map { $0 >> ChangeLog.itemBits } ?? 0
     }
 
     /// The oldest change still in the log (`latestSeq() + 1` when the log is empty).
     package func oldestKeptSeq() throws -> Int {
-        let first = try connection.statement("SELECT min(item) FROM change_log").first { $0.optionalInt(0) } ?? nil
+        let first = try session.first("SELECT min(item) FROM change_log") { $0.optionalInt(0) } ?? nil
         if let first { return first >> ChangeLog.itemBits }
         return try latestSeq() + 1
     }
 
     /// Every book of a library, in insertion order.
     package func allBooks(inLibrary id: String) throws -> [BookRecord] {
-        try connection.statement("SELECT \(LibraryReader.bookColumns) FROM books WHERE library_id = ? ORDER BY seq")
-            .map([.text(id)], LibraryReader.book)
+        try session.map(
+            "SELECT \(LibraryReader.bookColumns) FROM books WHERE library_id = ? ORDER BY seq", [.text(id)],
+            LibraryReader.book)
     }
 
     /// The logged changes after `seq` (up to `through`) that concern the book `id`, in order.
@@ -126,14 +132,14 @@ extension LibraryReader {
         """
     }
 
-    private func changes(
+    func changes(
         where condition: String,
         _ values: [SQLiteValue],
         after seq: Int,
         through last: Int
     ) throws -> [CommittedChange] {
         let range: [SQLiteValue] = [.int(ChangeLog.firstItem(of: seq + 1)), .int(ChangeLog.firstItem(of: last + 1))]
-        let rows = try connection.statement(Self.changesQuery(where: condition)).map(values + range) {
+        let rows = try session.map(Self.changesQuery(where: condition), values + range) {
             row -> (Int, ChangeItem) in
             let seq = row.int(0) >> ChangeLog.itemBits
             let fields = row.text(4).split(separator: ",").map(String.init)
@@ -156,7 +162,7 @@ extension LibraryReader {
                 ? nil
                 : BookKeys(
                     libraryId: row.optionalText(6) ?? book.libraryId, author: row.optionalText(18) ?? book.author,
-                    available: row.optionalInt(19).map { $0 != 0 } ?? book.available)
+                    available: row.optionalBool(19) ?? book.available)
             return (
                 seq, .book(book, fields: Set(fields.compactMap(BookField.init)), before: before, deleted: row.bool(3))
             )

@@ -1,9 +1,17 @@
 import LibraryDomain
 import SQLite
 
-/// Queries over one connection. Used only inside `LibraryStore.read` or `write`.
+/// Queries over one connection, of either engine. Used only inside a store's `read` or `write`.
 package struct LibraryReader {
-    let connection: Connection
+    let session: SQLSession
+
+    init(session: SQLSession) {
+        self.session = session
+    }
+
+    init(connection: Connection) {
+        self.session = .sqlite(connection)
+    }
 
     static let libraryColumns = "seq, id, name, address, book_count, version, created_at, updated_at"
     static let bookColumns =
@@ -11,30 +19,29 @@ package struct LibraryReader {
 
     /// Succeeds when the database answers a query.
     package func ping() throws {
-        _ = try connection.statement("SELECT 1").first { $0.int(0) }
+        _ = try session.first("SELECT 1") { $0.int(0) }
     }
 
     package func library(id: String) throws -> LibraryRecord? {
-        try connection.statement("SELECT \(Self.libraryColumns) FROM libraries WHERE id = ?")
-            .first([.text(id)], Self.library)
+        try session.first("SELECT \(Self.libraryColumns) FROM libraries WHERE id = ?", [.text(id)], Self.library)
     }
 
     /// Libraries after `seq`, in insertion order.
     package func libraries(after seq: Int, limit: Int) throws -> Page<LibraryRecord> {
-        let rows = try connection.statement(
-            "SELECT \(Self.libraryColumns) FROM libraries WHERE seq > ? ORDER BY seq LIMIT ?"
-        ).map([.int(seq), .int(limit + 1)], Self.library)
+        let rows = try session.map(
+            "SELECT \(Self.libraryColumns) FROM libraries WHERE seq > ? ORDER BY seq LIMIT ?",
+            [.int(seq), .int(limit + 1)], Self.library)
         return Self.page(rows, limit: limit, seq: \.seq)
     }
 
     package func book(id: String) throws -> BookRecord? {
-        try connection.statement("SELECT \(Self.bookColumns) FROM books WHERE id = ?").first([.text(id)], Self.book)
+        try session.first("SELECT \(Self.bookColumns) FROM books WHERE id = ?", [.text(id)], Self.book)
     }
 
     /// Books matching `filter` after `seq`, in insertion order.
     package func books(_ filter: BookFilter, after seq: Int, limit: Int) throws -> Page<BookRecord> {
         let (sql, values) = Self.booksQuery(filter, after: seq, limit: limit)
-        let rows = try connection.statement(sql).map(values, Self.book)
+        let rows = try session.map(sql, values, Self.book)
         return Self.page(rows, limit: limit, seq: \.seq)
     }
 
@@ -69,7 +76,7 @@ package struct LibraryReader {
         return Page(items: items, next: items.last![keyPath: seq])
     }
 
-    static func library(_ row: Row) -> LibraryRecord {
+    static func library(_ row: SQLRow) -> LibraryRecord {
         LibraryRecord(
             id: row.text(1),
             name: row.text(2),
@@ -82,7 +89,7 @@ package struct LibraryReader {
         )
     }
 
-    static func book(_ row: Row) -> BookRecord {
+    static func book(_ row: SQLRow) -> BookRecord {
         BookRecord(
             id: row.text(1),
             libraryId: row.text(2),

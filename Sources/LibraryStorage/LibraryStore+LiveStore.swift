@@ -1,11 +1,31 @@
 import LibraryDomain
 
-extension LibraryStore: LiveStore {
+extension LibraryStore: LiveStore, LibraryDatabase {
     package func latestCommittedSeq() throws(StoreError) -> Int {
         try readAndWait { try $0.latestSeq() }
     }
 
     package func load(_ target: LiveTarget, completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void) {
+        loadState(target, completion: completion)
+    }
+
+    package func changes(
+        of target: LiveTarget,
+        after seq: Int,
+        through last: Int?,
+        completion: @escaping @Sendable (Result<[CommittedChange]?, StoreError>) -> Void
+    ) {
+        loggedChanges(of: target, after: seq, through: last, completion: completion)
+    }
+
+    package func snapshot(of collection: LiveTarget, pageSize: Int) -> any CollectionSnapshot {
+        PagedSnapshot(store: self, target: collection, pageSize: pageSize)
+    }
+}
+
+/// `LiveStore`'s reads, the same on both engines: each one read transaction.
+extension SnapshotSource {
+    func loadState(_ target: LiveTarget, completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void) {
         readInTransaction(
             { reader in
                 let seq = try reader.latestSeq()
@@ -24,7 +44,7 @@ extension LibraryStore: LiveStore {
         )
     }
 
-    package func changes(
+    func loggedChanges(
         of target: LiveTarget,
         after seq: Int,
         through last: Int?,
@@ -42,9 +62,5 @@ extension LibraryStore: LiveStore {
             },
             completion: completion
         )
-    }
-
-    package func snapshot(of collection: LiveTarget, pageSize: Int) -> any CollectionSnapshot {
-        PagedSnapshot(store: self, target: collection, pageSize: pageSize)
     }
 }

@@ -12,6 +12,7 @@ package final class LibraryStore: Sendable {
     let pool: DatabasePool
     /// The migrations applied when the store opened (empty when the schema was current).
     package let appliedMigrations: [Migration]
+    package var appliedMigrationNames: [String] { appliedMigrations.map(\.name) }
     /// How many changes the change log keeps at least, for resuming event streams.
     package let history: Int
     /// Connections of their own for large collection snapshots (`PagedSnapshot`).
@@ -74,6 +75,16 @@ package final class LibraryStore: Sendable {
                 Result { try connection.readTransaction { try work(LibraryReader(connection: connection)) } }
                     .mapError(StoreError.init))
         }
+    }
+
+    /// Reads on the calling thread: SQLite answers an indexed lookup or a bounded page in
+    /// microseconds, less than handing the work to another thread and back would cost.
+    package func read<T: Sendable>(
+        lane: Int?,
+        _ work: @escaping @Sendable (LibraryReader) throws -> T,
+        completion: @escaping @Sendable (Result<T, StoreError>) -> Void
+    ) {
+        completion(readNow(lane: lane, work))
     }
 
     /// Runs `work` with a reader on the calling thread (waiting, rarely, while another thread uses
@@ -153,10 +164,10 @@ package final class LibraryStore: Sendable {
 
         func run(on connection: Connection) throws {
             (result, change) = (nil, nil)
-            let writer = LibraryWriter(connection: connection)
+            let writer = LibraryWriter(session: .sqlite(connection))
             result = try work(writer)
             if !writer.items.isEmpty {
-                let seq = try ChangeLog.append(writer.items, history: store.history, to: connection)
+                let seq = try ChangeLog.append(writer.items, history: store.history, to: .sqlite(connection))
                 change = CommittedChange(seq: seq, items: writer.items)
             }
         }

@@ -7,26 +7,28 @@ import SQLite
 /// nothing when the new values equal the stored ones, so `version` counts real changes only.
 /// Every resource it changes is noted as a `ChangeItem`, for the change log and the live models.
 package final class LibraryWriter {
-    let connection: Connection
+    let session: SQLSession
     private(set) var items: [ChangeItem] = []
     private var itemIndex: [String: Int] = [:]
 
-    init(connection: Connection) {
-        self.connection = connection
+    init(session: SQLSession) {
+        self.session = session
     }
 
     /// Reads within the same transaction.
-    package var reader: LibraryReader { LibraryReader(connection: connection) }
+    package var reader: LibraryReader { LibraryReader(session: session) }
+
+    /// The SQLite connection, for tests that inspect SQLite itself; nil on PostgreSQL.
+    package var connection: Connection? { session.sqliteConnection }
 
     package func createLibrary(_ draft: LibraryDraft) throws -> LibraryRecord {
         try Self.check(draft.validate())
         let now = Timestamp.now()
-        let library = try connection.statement(
+        let library = try session.first(
             """
             INSERT INTO libraries (id, name, address, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
             RETURNING \(LibraryReader.libraryColumns)
-            """
-        ).first(
+            """,
             [.text(Identifier.make()), .text(draft.name), .optional(draft.address), .text(now), .text(now)],
             LibraryReader.library
         )!
@@ -45,12 +47,11 @@ package final class LibraryWriter {
         try Self.check(draft.validate())
         try check(precondition, version: current.version)
         guard draft != current.draft else { return current }
-        let library = try connection.statement(
+        let library = try session.first(
             """
             UPDATE libraries SET name = ?, address = ?, version = version + 1, updated_at = ? WHERE id = ?
             RETURNING \(LibraryReader.libraryColumns)
-            """
-        ).first(
+            """,
             [.text(draft.name), .optional(draft.address), .text(Timestamp.now()), .text(id)],
             LibraryReader.library
         )!
@@ -62,11 +63,10 @@ package final class LibraryWriter {
     package func deleteLibrary(id: String, if precondition: Precondition) throws -> (LibraryRecord, bookIDs: [String]) {
         let current = try existing(reader.library(id: id))
         try check(precondition, version: current.version)
-        let books = try connection.statement(
-            "SELECT \(LibraryReader.bookColumns) FROM books WHERE library_id = ? ORDER BY seq"
-        )
-        .map([.text(id)], LibraryReader.book)
-        try connection.statement("DELETE FROM libraries WHERE id = ?").run([.text(id)])
+        let books = try session.map(
+            "SELECT \(LibraryReader.bookColumns) FROM books WHERE library_id = ? ORDER BY seq", [.text(id)],
+            LibraryReader.book)
+        try session.run("DELETE FROM libraries WHERE id = ?", [.text(id)])
         for book in books {
             note(.book(book, fields: [], before: book.keys, deleted: true))
         }
@@ -78,13 +78,12 @@ package final class LibraryWriter {
         try Self.check(draft.validate())
         try requireLibrary(draft.libraryId)
         let now = Timestamp.now()
-        let book = try connection.statement(
+        let book = try session.first(
             """
             INSERT INTO books (id, library_id, title, author, isbn, published_year, available, created_at, updated_at)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             RETURNING \(LibraryReader.bookColumns)
-            """
-        ).first(
+            """,
             [
                 .text(Identifier.make()), .text(draft.libraryId), .text(draft.title), .text(draft.author),
                 .optional(draft.isbn), .optional(draft.publishedYear), .bool(draft.available), .text(now), .text(now),
@@ -125,12 +124,11 @@ package final class LibraryWriter {
         set("isbn", .optional(draft.isbn), if: draft.isbn != current.isbn)
         set("published_year", .optional(draft.publishedYear), if: draft.publishedYear != current.publishedYear)
         set("available", .bool(draft.available), if: draft.available != current.available)
-        let book = try connection.statement(
+        let book = try session.first(
             """
             UPDATE books SET \(columns.joined(separator: ", ")), version = version + 1, updated_at = ? WHERE id = ?
             RETURNING \(LibraryReader.bookColumns)
-            """
-        ).first(values + [.text(now), .text(id)], LibraryReader.book)!
+            """, values + [.text(now), .text(id)], LibraryReader.book)!
         note(
             .book(book, fields: book.changedFields(from: current), before: current.keys, deleted: false)
         )
@@ -150,8 +148,8 @@ package final class LibraryWriter {
                 sql += " AND version IN (\(versions.indices.map { "?\($0 + 4)" }.joined(separator: ", ")))"
                 values += versions.map { .int($0) }
             }
-            sql += " AND \(column) IS NOT ?1 RETURNING \(LibraryReader.bookColumns)"
-            if let book = try connection.statement(sql).first(values, LibraryReader.book) {
+            sql += " AND \(column) IS DISTINCT FROM ?1 RETURNING \(LibraryReader.bookColumns)"
+            if let book = try session.first(sql, values, LibraryReader.book) {
                 // The row came back, so the field changed: `available` was the other value; no
                 // other field a filter tests can take this path (`singleColumn`).
                 var before = book.keys
@@ -167,7 +165,7 @@ package final class LibraryWriter {
     package func deleteBook(id: String, if precondition: Precondition) throws -> BookRecord {
         let current = try existing(reader.book(id: id))
         try check(precondition, version: current.version)
-        try connection.statement("DELETE FROM books WHERE id = ?").run([.text(id)])
+        try session.run("DELETE FROM books WHERE id = ?", [.text(id)])
         try adjustBookCount(of: current.libraryId, by: -1, at: Timestamp.now())
         note(.book(current, fields: [], before: current.keys, deleted: true))
         return current
@@ -192,12 +190,11 @@ package final class LibraryWriter {
 
     /// A book joining or leaving changes the library's `bookCount`, which is a change of the library.
     private func adjustBookCount(of libraryID: String, by delta: Int, at now: String) throws {
-        let library = try connection.statement(
+        let library = try session.first(
             """
             UPDATE libraries SET book_count = book_count + ?, version = version + 1, updated_at = ? WHERE id = ?
             RETURNING \(LibraryReader.libraryColumns)
-            """
-        ).first([.int(delta), .text(now), .text(libraryID)], LibraryReader.library)
+            """, [.int(delta), .text(now), .text(libraryID)], LibraryReader.library)
         if let library {
             note(.library(library, fields: [.bookCount, .version, .updatedAt], deleted: false))
         }

@@ -3,9 +3,9 @@ import LibraryDomain
 import SQLite
 import Synchronization
 
-/// A collection snapshot over SQLite: one read transaction on a reader connection of its own,
-/// kept open across pages (WAL gives it a fixed view however long the client takes), each page
-/// an index search after the last one's position.
+/// A collection snapshot: one read transaction on a reader connection of its own, kept open
+/// across pages (SQLite's WAL, or PostgreSQL's repeatable-read snapshot, gives it a fixed view
+/// however long the client takes), each page an index search after the last one's position.
 ///
 /// Most collections fit in one page: that page is read on a pooled reader first, and only a larger
 /// collection opens a connection of its own (at most `SnapshotSlots.limit` at once; the others
@@ -22,30 +22,29 @@ final class PagedSnapshot: CollectionSnapshot {
         var after = 0
         /// Pages read ahead (a one-page collection, or `:memory:`).
         var pages: [CollectionPage]?
-        var reader: DedicatedReader?
+        var reader: (any SnapshotReader)?
     }
 
-    private let store: LibraryStore
+    private let store: any SnapshotSource
     private let target: LiveTarget
     private let pageSize: Int
     private let state = Mutex(State())
 
-    init(store: LibraryStore, target: LiveTarget, pageSize: Int) {
+    init(store: any SnapshotSource, target: LiveTarget, pageSize: Int) {
         self.store = store
         self.target = target
         self.pageSize = pageSize
     }
 
     func next(completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void) {
-        let (queued, reader) = state.withLock { state -> (CollectionPage?, DedicatedReader?) in
+        let (queued, reader) = state.withLock { state -> (CollectionPage?, (any SnapshotReader)?) in
             guard let pages = state.pages, !pages.isEmpty else { return (nil, state.reader) }
             return (state.pages!.removeFirst(), nil)
         }
         if let queued { return completion(.success(queued)) }
         guard let reader else { return first(completion: completion) }
-        reader.async { connection in
-            completion(
-                Result { try self.page(LibraryReader(connection: connection), connection) }.mapError(StoreError.init))
+        reader.async { session in
+            completion(Result { try self.page(session) }.mapError(StoreError.init))
         }
     }
 
@@ -62,7 +61,7 @@ final class PagedSnapshot: CollectionSnapshot {
             completion: { result in
                 guard case .success(let page) = result, !page.isLast else { return completion(result) }
                 self.store.snapshotSlots.acquire {
-                    let opened = Result { try self.store.pool.dedicatedReader(label: "sqlite.snapshot") }
+                    let opened = Result { try self.store.openSnapshotReader() }
                     let closed = self.state.withLock { state in
                         if case .success(let reader) = opened { state.reader = reader }
                         return state.closed
@@ -83,12 +82,13 @@ final class PagedSnapshot: CollectionSnapshot {
             })
     }
 
-    private func page(_ reader: LibraryReader, _ connection: Connection) throws -> CollectionPage {
+    private func page(_ session: SQLSession) throws -> CollectionPage {
+        let reader = LibraryReader(session: session)
         var current = state.withLock { $0 }
         precondition(!current.finished, "a finished snapshot was read again")
         do {
             if !current.began {
-                try connection.execute("BEGIN")
+                try session.beginReadTransaction()
                 current.began = true
                 current.seq = try reader.latestSeq()
             }
@@ -96,14 +96,14 @@ final class PagedSnapshot: CollectionSnapshot {
             current.after = next ?? current.after
             if next == nil {
                 current.finished = true
-                try connection.execute("COMMIT")
+                try session.execute("COMMIT")
             }
             store(current)
             return CollectionPage(seq: current.seq, items: items, isLast: next == nil)
         } catch {
             current.finished = true
             store(current)
-            if current.began { connection.rollback() }
+            if current.began { session.rollback() }
             throw error
         }
     }
@@ -156,21 +156,54 @@ final class PagedSnapshot: CollectionSnapshot {
     }
 
     func close() {
-        let reader = state.withLock { state -> DedicatedReader? in
+        let reader = state.withLock { state -> (any SnapshotReader)? in
             state.closed = true
             defer { state.reader = nil }
             return state.reader
         }
         guard let reader else { return }
-        reader.async { connection in
+        reader.async { session in
             let open = self.state.withLock { state in
                 defer { state.finished = true }
                 return state.began && !state.finished
             }
-            if open { connection.rollback() }
+            if open { session.rollback() }
         }
         reader.close()
         store.snapshotSlots.release()
+    }
+}
+
+/// Where `PagedSnapshot` reads: a store of either engine.
+protocol SnapshotSource: AnyObject, Sendable {
+    var snapshotSlots: SnapshotSlots { get }
+
+    /// Runs `work` in one read transaction on a pooled reader.
+    func readInTransaction<T: Sendable>(
+        _ work: @escaping @Sendable (LibraryReader) throws -> T,
+        completion: @escaping @Sendable (Result<T, StoreError>) -> Void
+    )
+
+    /// A connection of its own for one large snapshot; nil when no other connection can see the
+    /// data (SQLite's `:memory:`).
+    func openSnapshotReader() throws -> (any SnapshotReader)?
+}
+
+/// A connection of its own, used on its own queue, closed by `close`.
+protocol SnapshotReader: Sendable {
+    func async(_ work: @escaping @Sendable (SQLSession) -> Void)
+    func close()
+}
+
+extension DedicatedReader: SnapshotReader {
+    func async(_ work: @escaping @Sendable (SQLSession) -> Void) {
+        async { (connection: Connection) in work(.sqlite(connection)) }
+    }
+}
+
+extension LibraryStore: SnapshotSource {
+    func openSnapshotReader() throws -> (any SnapshotReader)? {
+        try pool.dedicatedReader(label: "sqlite.snapshot")
     }
 }
 

@@ -24,10 +24,23 @@ package enum PGValue: Sendable, Equatable {
 /// Statements take their values as parameters (`$1`, `$2`…), never spliced into the SQL.
 package final class PGConnection {
     private let handle: OpaquePointer
+    /// The name of each statement `query` prepared on this connection, by its SQL.
+    private var prepared: [String: String] = [:]
 
     /// Connects with a libpq connection string or URI (`postgres://user@host:port/db`).
+    ///
+    /// Unless the URI says otherwise, connecting gives up after 3 seconds and TCP keepalives
+    /// notice a peer that vanished, so that no caller waits on a dead server for long.
     package init(_ uri: String) throws(PGError) {
-        guard let handle = PQconnectdb(uri) else {
+        let keywords = ["connect_timeout", "keepalives_idle", "keepalives_interval", "keepalives_count", "dbname"]
+        let values = ["3", "10", "5", "3", uri]
+        // The URI is expanded in place of `dbname` and overrides the defaults before it.
+        let connected: OpaquePointer? = withCStrings(keywords.map(Optional.some) + [nil]) { keywordPointers in
+            withCStrings(values.map(Optional.some) + [nil]) { valuePointers in
+                PQconnectdbParams(keywordPointers, valuePointers, 1)
+            }
+        }
+        guard let handle = connected else {
             throw PGError(sqlState: "", message: "out of memory while connecting")
         }
         guard PQstatus(handle) == CONNECTION_OK else {
@@ -62,13 +75,66 @@ package final class PGConnection {
         }
     }
 
-    /// Runs a script of one or more statements, with no parameters (a migration file).
-    package func executeScript(_ sql: String) throws(PGError) {
-        guard let result = PQexec(handle, sql) else { throw PGError(sqlState: "", message: Self.message(of: handle)) }
-        defer { PQclear(result) }
+    /// Runs one statement like `execute`, prepared the first time this connection sees its SQL
+    /// and executed by name after that: the server parses and plans it once.
+    @discardableResult
+    package func query(_ sql: String, _ values: [PGValue] = []) throws(PGError) -> PGResult {
+        let name: String
+        if let known = prepared[sql] {
+            name = known
+        } else {
+            name = "s\(prepared.count)"
+            guard let result = PQprepare(handle, name, sql, 0, nil) else {
+                throw PGError(sqlState: "", message: Self.message(of: handle))
+            }
+            defer { PQclear(result) }
+            guard PQresultStatus(result) == PGRES_COMMAND_OK else { throw Self.error(of: result, on: handle) }
+            prepared[sql] = name
+        }
+        let texts = values.map(\.text)
+        let result: OpaquePointer? = withCStrings(texts) { pointers in
+            PQexecPrepared(handle, name, Int32(values.count), pointers, nil, nil, 0)
+        }
+        guard let result else { throw PGError(sqlState: "", message: Self.message(of: handle)) }
         switch PQresultStatus(result) {
-        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY: return
-        default: throw Self.error(of: result, on: handle)
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
+            return PGResult(result)
+        default:
+            let error = Self.error(of: result, on: handle)
+            PQclear(result)
+            throw error
+        }
+    }
+
+    /// The connection's socket, for `poll` while waiting for notifications.
+    package var socket: Int32 { PQsocket(handle) }
+
+    /// Reads whatever the server sent (notifications among it) without waiting; false when the
+    /// connection failed.
+    package func consumeInput() -> Bool { PQconsumeInput(handle) == 1 }
+
+    /// The notifications received so far (`LISTEN`), oldest first: channel and payload.
+    package func notifications() -> [(channel: String, payload: String)] {
+        var received: [(String, String)] = []
+        while let notice = PQnotifies(handle) {
+            received.append((String(cString: notice.pointee.relname), String(cString: notice.pointee.extra)))
+            PQfreemem(notice)
+        }
+        return received
+    }
+
+    /// Runs a script of one or more statements, with no parameters (a migration file, or
+    /// several statements sent in one round trip), and returns the last statement's rows.
+    @discardableResult
+    package func executeScript(_ sql: String) throws(PGError) -> PGResult {
+        guard let result = PQexec(handle, sql) else { throw PGError(sqlState: "", message: Self.message(of: handle)) }
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+            return PGResult(result)
+        default:
+            let error = Self.error(of: result, on: handle)
+            PQclear(result)
+            throw error
         }
     }
 
@@ -99,7 +165,8 @@ package final class PGConnection {
     }
 }
 
-/// Calls `body` with C strings for `texts` (nil stays a null pointer: SQL NULL).
+/// Calls `body` with C strings for `texts` (nil stays a null pointer: SQL NULL, or the end of a
+/// keyword list).
 private func withCStrings<R>(_ texts: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
     let storage: [UnsafeMutablePointer<CChar>?] = texts.map { $0.map { strdup($0) } ?? nil }
     defer { storage.forEach { free($0) } }

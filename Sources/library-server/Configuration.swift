@@ -48,8 +48,11 @@ struct Configuration: Sendable {
             $0.port = try integer($1, "--port", 0...65535)
         },
         Option(
-            flag: "--database", variable: "LIBRARY_DATABASE", placeholder: "PATH",
-            help: "SQLite file, created if missing; :memory: keeps nothing on disk", defaultText: "./library.sqlite"
+            flag: "--database", variable: "LIBRARY_DATABASE", placeholder: "PATH|URI",
+            help:
+                "SQLite file, created if missing (:memory: keeps nothing on disk), or a PostgreSQL URI "
+                + "postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?PARAMS] shared by replicas",
+            defaultText: "./library.sqlite"
         ) { $0.database = $1 },
         Option(
             flag: "--api-token", variable: "LIBRARY_API_TOKEN", placeholder: "T",
@@ -189,10 +192,19 @@ struct Configuration: Sendable {
         }
         return value
     }
+    /// `database` fit for a log line: a PostgreSQL URI's password replaced by `***`.
+    static func redactingPassword(_ database: String) -> String {
+        guard let scheme = database.range(of: "://"),
+            let at = database.range(of: "@", range: scheme.upperBound..<database.endIndex),
+            let colon = database.range(of: ":", range: scheme.upperBound..<at.lowerBound)
+        else { return database }
+        return String(database[..<colon.upperBound]) + "***" + String(database[at.lowerBound...])
+    }
 }
 
 extension String {
     fileprivate func padding(to width: Int) -> String {
         count >= width ? self + " " : self + String(repeating: " ", count: width - count)
     }
+
 }

@@ -47,15 +47,30 @@ let logLevel = configuration.logLevel
 LoggingSystem.bootstrap { _ in StderrLogHandler(level: logLevel) }
 let logger = Logger(label: "library-server")
 
-let store: LibraryStore
+let store: any LibraryDatabase
+let databaseName = Configuration.redactingPassword(configuration.database)
 do {
-    store = try LibraryStore(
-        path: configuration.database, lanes: HTTPServerConfiguration.coreCount, history: configuration.history)
+    if PostgresLibraryStore.isPostgres(configuration.database) {
+        store = try PostgresLibraryStore(
+            uri: configuration.database, readers: max(4, 2 * HTTPServerConfiguration.coreCount),
+            history: configuration.history,
+            onGap: { applied, oldest in
+                // The live models cannot be repaired: stop, so that subscribers reconnect to a
+                // replica that can serve them (or to this one, restarted, from a fresh state).
+                logger.critical(
+                    "changes this replica missed are no longer in the change log; stopping",
+                    metadata: ["applied": "\(applied)", "oldest_kept": "\(oldest)"])
+                exit(70)
+            })
+    } else {
+        store = try LibraryStore(
+            path: configuration.database, lanes: HTTPServerConfiguration.coreCount, history: configuration.history)
+    }
 } catch {
-    fail("cannot open database \(configuration.database): \(error)")
+    fail("cannot open database \(databaseName): \(error)")
 }
-for migration in store.appliedMigrations {
-    logger.notice("applied migration", metadata: ["migration": "\(migration.name)"])
+for migration in store.appliedMigrationNames {
+    logger.notice("applied migration", metadata: ["migration": "\(migration)"])
 }
 
 let hub = LiveHub.start(store: store, heartbeatInterval: configuration.heartbeatInterval)
@@ -95,7 +110,7 @@ do {
 let shownHost = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
 // Unbuffered, so a supervisor reading a pipe sees the line at once.
 FileHandle.standardOutput.write(Data("listening on http://\(shownHost):\(port)\n".utf8))
-logger.notice("started", metadata: ["database": "\(configuration.database)", "port": "\(port)"])
+logger.notice("started", metadata: ["database": "\(databaseName)", "port": "\(port)"])
 
 var received: Int32 = 0
 sigwait(&stopSignals, &received)
@@ -103,7 +118,7 @@ logger.notice("stopping", metadata: ["signal": "\(received == SIGTERM ? "SIGTERM
 server.shutdown(grace: 10)
 if let failure = store.close() {
     logger.warning(
-        "WAL checkpoint failed at shutdown; SQLite replays the WAL at the next start",
+        "closing the database failed (SQLite: the WAL checkpoint; it is replayed at the next start)",
         metadata: ["error": "\(failure.detail)"])
 }
 logger.notice("stopped")

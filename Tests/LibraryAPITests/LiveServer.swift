@@ -5,11 +5,20 @@ import LibraryDomain
 import LibraryStorage
 import LiveEngine
 import Logging
+import PostgreSQL
 import TestSupport
 
 /// The real API on 127.0.0.1 and a free port, over a fresh store.
+///
+/// The API suite runs on both engines: with `LIBRARY_TEST_ENGINE=postgres` and
+/// `LIBRARY_TEST_POSTGRES=<URI>` (scripts/postgres-tests.sh), every server not given a SQLite
+/// file runs on PostgreSQL instead, in a schema of its own that `stop` drops. With
+/// `LIBRARY_TEST_FEED=log` as well, the live engine hears every commit from the change log, as a
+/// replica hears the others' writes.
 final class LiveServer {
-    let store: LibraryStore
+    let store: any LibraryDatabase
+    /// The PostgreSQL schema of this server, when it runs on PostgreSQL.
+    private let schema: (base: String, name: String)?
     let hub: LiveHub
     let server: HTTPServer
     let port: Int
@@ -26,8 +35,22 @@ final class LiveServer {
         heartbeatInterval: Double = 15,
         inboxCapacity: Int = 4_096
     ) throws {
-        store = try LibraryStore(
-            path: path, lanes: 2, busyTimeoutMilliseconds: busyTimeoutMilliseconds, history: history)
+        let environment = ProcessInfo.processInfo.environment
+        if path == ":memory:", environment["LIBRARY_TEST_ENGINE"] == "postgres",
+            let base = environment["LIBRARY_TEST_POSTGRES"]
+        {
+            let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+            try PGConnection(base).execute("CREATE SCHEMA \(name)")
+            schema = (base, name)
+            let separator = base.contains("?") ? "&" : "?"
+            store = try PostgresLibraryStore(
+                uri: base + separator + "options=-csearch_path%3D\(name)", readers: 4, history: history,
+                readsOwnCommits: environment["LIBRARY_TEST_FEED"] == "log")
+        } else {
+            schema = nil
+            store = try LibraryStore(
+                path: path, lanes: 2, busyTimeoutMilliseconds: busyTimeoutMilliseconds, history: history)
+        }
         hub = LiveHub.start(store: store, heartbeatInterval: heartbeatInterval, inboxCapacity: inboxCapacity)
         let api = LibraryAPI(
             store: store,
@@ -71,6 +94,10 @@ final class LiveServer {
         stopped = true
         server.shutdown(grace: 2)
         store.close()
+        if let schema {
+            _ = try? PGConnection(schema.base).executeScript(
+                "SET client_min_messages = warning; DROP SCHEMA \(schema.name) CASCADE")
+        }
     }
 
     /// Creates a library and returns its id.

@@ -15,7 +15,7 @@ import Testing
         #expect(!migrator.migrations.isEmpty)
         #expect(store.appliedMigrations.map(\.name) == migrator.migrations.map(\.name))
         let tables = try store.writeAndWait { writer in
-            try writer.connection.statement("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").map {
+            try writer.connection!.statement("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").map {
                 $0.text(0)
             }
         }
@@ -35,7 +35,7 @@ import Testing
     func bookFilters_EachUseAnIndexThatFitsThem(filter: BookFilter) throws {
         let (sql, values) = LibraryReader.booksQuery(filter, after: 10, limit: 50)
         let plan = try store.writeAndWait { writer in
-            try writer.connection.statement("EXPLAIN QUERY PLAN " + sql).map(values) { $0.text(3) }
+            try writer.connection!.statement("EXPLAIN QUERY PLAN " + sql).map(values) { $0.text(3) }
         }
         let text = plan.joined(separator: " | ")
         #expect(plan.count == 1, "one search, no sort: \(text)")
@@ -411,7 +411,7 @@ import Testing
         let values: [SQLiteValue] =
             condition.contains("OR") ? [.text("l"), .text("l"), .int(1), .int(2)] : [.text("b"), .int(1), .int(2)]
         let plan = try store.writeAndWait { writer in
-            try writer.connection.statement("EXPLAIN QUERY PLAN " + sql).map(values) { $0.text(3) }
+            try writer.connection!.statement("EXPLAIN QUERY PLAN " + sql).map(values) { $0.text(3) }
         }
         let text = plan.joined(separator: " | ")
         #expect(!text.contains("SCAN change_log"), "\(text)")

@@ -14,10 +14,10 @@ final class HealthProbe: Sendable {
         var started = 0
     }
 
-    private let store: LibraryStore
+    private let store: any LibraryDatabase
     private let state = Mutex(State())
 
-    init(store: LibraryStore) {
+    init(store: any LibraryDatabase) {
         self.store = store
     }
 

@@ -1,0 +1,170 @@
+import Dispatch
+import LibraryDomain
+import PostgreSQL
+import Synchronization
+
+/// One write as `PGWriter` runs it: the work, then its change-log entry, finished once committed.
+protocol PGWrite: AnyObject, Sendable {
+    /// Runs the write in the open transaction; returns the items it changed (empty: none).
+    func run(_ writer: LibraryWriter) throws -> [ChangeItem]
+    /// Called once: with nil after the commit (`change` set when something changed), or with
+    /// why it failed.
+    func finish(_ change: CommittedChange?, _ error: (any Error)?)
+}
+
+/// The replica's writes to PostgreSQL, on one connection of their own, in batches: each batch is
+/// one transaction that holds the schema's advisory lock from its first statement to its commit.
+///
+/// The lock is what makes the change sequence global and commit-ordered: every replica's writes
+/// take it, so a change id is read (`max(item)` + 1) only after every smaller one has committed,
+/// and no id is ever visible before a smaller one. Batching pays the lock, the id read, the
+/// `NOTIFY` and the commit once for every write waiting, the way SQLite's writer groups commits.
+/// The lock also caps writes across all replicas at what one connection commits in turn: the
+/// single-primary limit the README describes.
+final class PGWriter: Sendable {
+    private struct Pending {
+        var writes: [any PGWrite] = []
+        var scheduled = false
+    }
+
+    static let maximumBatch = 64
+
+    private let uri: String
+    private let lockKey: Int
+    private let channel: String
+    private let history: Int
+    private let queue = DispatchQueue(label: "postgres.writer")
+    private let pending = Mutex(Pending())
+    /// Used on `queue` only.
+    private nonisolated(unsafe) var connection: PGConnection?
+    /// Told of each batch's committed changes, in id order, before the writes are finished.
+    private let committed: @Sendable ([CommittedChange]) -> Void
+    private let transactionObserver: Mutex<(@Sendable (Duration, Int) -> Void)?> = Mutex(nil)
+
+    init(
+        uri: String, lockKey: Int, channel: String, history: Int,
+        committed: @escaping @Sendable ([CommittedChange]) -> Void
+    ) {
+        self.uri = uri
+        self.lockKey = lockKey
+        self.channel = channel
+        self.history = history
+        self.committed = committed
+    }
+
+    func observeTransactions(_ observer: @escaping @Sendable (Duration, Int) -> Void) {
+        transactionObserver.withLock { $0 = observer }
+    }
+
+    func write(_ write: any PGWrite) {
+        let schedule = pending.withLock { state in
+            state.writes.append(write)
+            defer { state.scheduled = true }
+            return !state.scheduled
+        }
+        if schedule { queue.async { self.commitPending() } }
+    }
+
+    /// Runs `body` on the writer's connection, on its queue, and waits (start-up, health checks).
+    func sync<T>(_ body: (PGConnection) throws -> T) throws -> T {
+        try queue.sync { try body(try open()) }
+    }
+
+    func close() {
+        queue.sync { connection = nil }
+    }
+
+    private func open() throws(PGError) -> PGConnection {
+        if let connection, connection.isOpen { return connection }
+        connection = nil
+        let opened = try PGConnection(uri)
+        connection = opened
+        return opened
+    }
+
+    private func commitPending() {
+        let (batch, more) = pending.withLock { state in
+            let batch = state.writes.prefix(Self.maximumBatch)
+            state.writes.removeFirst(batch.count)
+            state.scheduled = !state.writes.isEmpty
+            return (Array(batch), state.scheduled)
+        }
+        commit(batch)
+        if more { queue.async { self.commitPending() } }
+    }
+
+    /// Commits `writes` in one transaction, each finished in order once it has committed.
+    ///
+    /// No savepoints (a round trip each). A write that fails before changing anything (not
+    /// found, invalid, stale `If-Match`: a `StoreError` from `LibraryWriter`, which checks before
+    /// it writes) leaves the transaction as it was. One that fails in SQL aborts the transaction:
+    /// it is rolled back and the writes before it run again in a new one; no write has been
+    /// finished before its commit, so nobody has seen the undone attempt.
+    private func commit(_ writes: [any PGWrite]) {
+        var remaining = writes[...]
+        while !remaining.isEmpty {
+            let started = ContinuousClock.now
+            let connection: PGConnection
+            var latest: Int
+            do {
+                connection = try open()
+                let last = try connection.executeScript(
+                    """
+                    BEGIN; SELECT pg_advisory_xact_lock(\(lockKey)); SELECT max(item) FROM change_log
+                    """)
+                latest = (last.int(0, 0) ?? 0) >> ChangeLog.itemBits
+            } catch {
+                if error.isConnectionFailure { self.connection = nil }
+                remaining.forEach { $0.finish(nil, error) }
+                return
+            }
+            let session = SQLSession.postgres(connection)
+            var done: [(any PGWrite, CommittedChange?)] = []
+            var retry = false
+            while let write = remaining.popFirst() {
+                do {
+                    let items = try write.run(LibraryWriter(session: session))
+                    var change: CommittedChange?
+                    if !items.isEmpty {
+                        try ChangeLog.append(items, as: latest + 1, history: history, to: session)
+                        latest += 1
+                        change = CommittedChange(seq: latest, items: items)
+                    }
+                    done.append((write, change))
+                } catch let error as StoreError {
+                    write.finish(nil, error)
+                } catch {
+                    write.finish(nil, error)
+                    session.rollback()
+                    if (error as? PGError)?.isConnectionFailure ?? true {
+                        self.connection = nil
+                        remaining.forEach { $0.finish(nil, error) }
+                        done.forEach { $0.0.finish(nil, error) }
+                        return
+                    }
+                    remaining = done.map(\.0)[...] + remaining
+                    retry = true
+                    break
+                }
+            }
+            if retry { continue }
+            let changes = done.compactMap(\.1)
+            do {
+                // The notification is sent at the commit, never before: a replica that hears it
+                // finds the change in the log.
+                let notify = changes.last.map { "SELECT pg_notify('\(channel)', '\($0.seq)'); " } ?? ""
+                try connection.executeScript(notify + "COMMIT")
+            } catch {
+                // Whether a commit whose answer was lost took effect is unknown: the writes are
+                // answered as failed (503), and the change feed reads the log whatever happened.
+                session.rollback()
+                if error.isConnectionFailure { self.connection = nil }
+                done.forEach { $0.0.finish(nil, error) }
+                return
+            }
+            transactionObserver.withLock { $0 }?(ContinuousClock.now - started, done.count)
+            if !changes.isEmpty { committed(changes) }
+            done.forEach { $0.0.finish($0.1, nil) }
+        }
+    }
+}

@@ -1,0 +1,243 @@
+import Dispatch
+import LibraryDomain
+import PostgreSQL
+import SQLite
+import Synchronization
+
+/// Libraries and books in PostgreSQL, for replicas sharing one database: reads on a pool of
+/// worker connections, writes batched on one connection under the schema's advisory lock, and a
+/// change feed that hears every replica's commits (`ChangeFeed`).
+///
+/// Every call returns at once and completes on a database thread: no event loop waits on the
+/// network. Selected by a `postgres://` or `postgresql://` URI; the tables live in the URI's
+/// first schema (`options=-csearch_path=…` picks another), so one cluster can hold several
+/// independent deployments (the tests use one schema each).
+package final class PostgresLibraryStore: LibraryDatabase, SnapshotSource {
+    package let history: Int
+    package let appliedMigrationNames: [String]
+    let snapshotSlots = SnapshotSlots()
+    private let uri: String
+    private let readers: PGWorkers
+    private let writer: PGWriter
+    private let feed: ChangeFeed
+
+    /// Whether `database` names a PostgreSQL database rather than a SQLite file.
+    package static func isPostgres(_ database: String) -> Bool {
+        database.hasPrefix("postgres://") || database.hasPrefix("postgresql://")
+    }
+
+    /// Connects, brings the schema up to date (under a lock: replicas starting together take
+    /// turns) and starts listening for changes. `onGap` is told when this replica finds changes
+    /// it missed already pruned from the log (it was cut off longer than the history lasts).
+    /// `readsOwnCommits` makes the live engine hear even this replica's commits from the log, as
+    /// it hears the other replicas' (tests).
+    package init(
+        uri: String,
+        readers: Int = 4,
+        history: Int = 10_000,
+        readsOwnCommits: Bool = false,
+        onGap: @escaping @Sendable (_ applied: Int, _ oldest: Int) -> Void = { _, _ in }
+    ) throws(StoreError) {
+        self.uri = uri
+        self.history = history
+        do {
+            let connection = try PGConnection(uri)
+            let migrations = try EmbeddedPostgresMigrations.files.map { file in
+                guard let version = Int(file.name.prefix { $0.isNumber }) else {
+                    throw StoreError(.internal, detail: "migration \(file.name) has no number")
+                }
+                return PGMigration(
+                    version: version, name: file.name, sql: file.contents,
+                    checksum: SHA256.hex(of: Array(file.contents.utf8)))
+            }
+            appliedMigrationNames = try PGMigrator(migrations).migrate(connection).map(\.name)
+            let scope = try connection.execute("SELECT current_database() || '.' || current_schema()").string(0, 0)
+            let key = Self.fnv1a(scope ?? "")
+            let channel = "library_changes_\(String(UInt64(bitPattern: Int64(key)), radix: 16))"
+            let latest = try LibraryReader(session: .postgres(connection)).latestSeq()
+            let feed = ChangeFeed(
+                uri: uri, channel: channel, applied: latest, readsOwnCommits: readsOwnCommits, onGap: onGap)
+            self.feed = feed
+            writer = PGWriter(uri: uri, lockKey: key, channel: channel, history: history) { feed.committed($0) }
+            self.readers = PGWorkers(uri: uri, count: readers, label: "postgres.reader")
+        } catch {
+            throw StoreError(error)
+        }
+    }
+
+    /// A 64-bit FNV-1a hash: the advisory lock key and channel name of one schema.
+    private static func fnv1a(_ text: String) -> Int {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        return Int(Int64(bitPattern: hash))
+    }
+
+    package func read<T: Sendable>(
+        lane: Int?,
+        _ work: @escaping @Sendable (LibraryReader) throws -> T,
+        completion: @escaping @Sendable (Result<T, StoreError>) -> Void
+    ) {
+        read(work, completion: completion)
+    }
+
+    package func read<T: Sendable>(
+        _ work: @escaping @Sendable (LibraryReader) throws -> T,
+        completion: @escaping @Sendable (Result<T, StoreError>) -> Void
+    ) {
+        readers.submit { connection in
+            completion(
+                Result { try work(LibraryReader(session: .postgres(connection.get()))) }.mapError(StoreError.init))
+        }
+    }
+
+    func readInTransaction<T: Sendable>(
+        _ work: @escaping @Sendable (LibraryReader) throws -> T,
+        completion: @escaping @Sendable (Result<T, StoreError>) -> Void
+    ) {
+        readers.submit { connection in
+            completion(
+                Result {
+                    let connection = try connection.get()
+                    return try connection.readTransaction { try work(LibraryReader(session: .postgres(connection))) }
+                }.mapError(StoreError.init))
+        }
+    }
+
+    package func readAndWait<T: Sendable>(_ work: @escaping @Sendable (LibraryReader) throws -> T) throws(StoreError)
+        -> T
+    {
+        try wait { self.read(work, completion: $0) }
+    }
+
+    package func write<T: Sendable>(
+        _ work: @escaping @Sendable (LibraryWriter) throws -> T,
+        completion: @escaping @Sendable (Result<T, StoreError>) -> Void
+    ) {
+        writer.write(StoreWrite(work: work, completion: completion))
+    }
+
+    package func writeAndWait<T: Sendable>(_ work: @escaping @Sendable (LibraryWriter) throws -> T) throws(StoreError)
+        -> T
+    {
+        try wait { self.write(work, completion: $0) }
+    }
+
+    private func wait<T: Sendable>(_ start: (@escaping @Sendable (Result<T, StoreError>) -> Void) -> Void)
+        throws(StoreError) -> T
+    {
+        let outcome = Mutex<Result<T, StoreError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        start { result in
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        return try outcome.withLock { $0! }.get()
+    }
+
+    /// One write: its work's result, handed to the caller once committed.
+    ///
+    /// `@unchecked Sendable`: `result` is set and read on the writer's queue only.
+    private final class StoreWrite<T: Sendable>: PGWrite, @unchecked Sendable {
+        let work: @Sendable (LibraryWriter) throws -> T
+        let completion: @Sendable (Result<T, StoreError>) -> Void
+        var result: T?
+
+        init(
+            work: @escaping @Sendable (LibraryWriter) throws -> T,
+            completion: @escaping @Sendable (Result<T, StoreError>) -> Void
+        ) {
+            self.work = work
+            self.completion = completion
+        }
+
+        func run(_ writer: LibraryWriter) throws -> [ChangeItem] {
+            result = try work(writer)
+            return writer.items
+        }
+
+        func finish(_ change: CommittedChange?, _ error: (any Error)?) {
+            guard error == nil, let result else {
+                return completion(.failure(StoreError(error ?? StoreError(.internal, detail: "no result"))))
+            }
+            completion(.success(result))
+        }
+    }
+
+    package func observeTransactions(_ observer: @escaping @Sendable (_ duration: Duration, _ writes: Int) -> Void) {
+        writer.observeTransactions(observer)
+    }
+
+    /// Writable when the server answers and is a primary, not a read-only standby.
+    package func checkWritable(completion: @escaping @Sendable (Result<Void, StoreError>) -> Void) {
+        readers.submit { connection in
+            completion(
+                Result {
+                    let result = try connection.get().execute("SELECT pg_is_in_recovery()")
+                    if result.bool(0, 0) ?? true { throw StoreError(.unavailable, detail: "the server is a standby") }
+                }.mapError(StoreError.init))
+        }
+    }
+
+    @discardableResult
+    package func close() -> StoreError? {
+        readers.close()
+        writer.close()
+        feed.close()
+        return nil
+    }
+
+    func openSnapshotReader() throws -> (any SnapshotReader)? {
+        PGSnapshotReader(connection: try PGConnection(uri))
+    }
+}
+
+extension PostgresLibraryStore: LiveStore {
+    package func latestCommittedSeq() throws(StoreError) -> Int { feed.applied }
+
+    package func observeCommits(_ observer: @escaping @Sendable (CommittedChange) -> Void) {
+        feed.observe(observer)
+    }
+
+    package func load(_ target: LiveTarget, completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void) {
+        loadState(target, completion: completion)
+    }
+
+    package func changes(
+        of target: LiveTarget,
+        after seq: Int,
+        through last: Int?,
+        completion: @escaping @Sendable (Result<[CommittedChange]?, StoreError>) -> Void
+    ) {
+        loggedChanges(of: target, after: seq, through: last, completion: completion)
+    }
+
+    package func snapshot(of collection: LiveTarget, pageSize: Int) -> any CollectionSnapshot {
+        PagedSnapshot(store: self, target: collection, pageSize: pageSize)
+    }
+}
+
+/// A PostgreSQL connection of its own for one large collection snapshot, on its own queue.
+final class PGSnapshotReader: SnapshotReader, @unchecked Sendable {
+    // `@unchecked Sendable`: the connection is used on `queue` only.
+    private var connection: PGConnection?
+    private let queue = DispatchQueue(label: "postgres.snapshot")
+
+    init(connection: PGConnection) {
+        self.connection = connection
+    }
+
+    func async(_ work: @escaping @Sendable (SQLSession) -> Void) {
+        queue.async {
+            guard let connection = self.connection else { return }
+            work(.postgres(connection))
+        }
+    }
+
+    func close() {
+        queue.async { self.connection = nil }
+    }
+}

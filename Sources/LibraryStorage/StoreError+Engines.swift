@@ -1,0 +1,23 @@
+import LibraryDomain
+import PostgreSQL
+import SQLite
+
+extension StoreError {
+    /// The store error for anything a database operation threw: SQLite's busy, read-only and
+    /// full-disk results, and PostgreSQL's lost connections, shutdowns, lack of resources and
+    /// serialization failures, are `unavailable` (503); every other failure `internal` (500).
+    init(_ error: any Error) {
+        if let error = error as? StoreError {
+            self = error
+        } else if let error = error as? SQLiteError {
+            self.init(error.isUnavailable ? .unavailable : .internal, detail: error.description)
+        } else if let error = error as? PGError {
+            let unavailable =
+                error.isConnectionFailure || error.sqlState.hasPrefix("53") || error.sqlState.hasPrefix("40")
+                || error.sqlState == "57014" || error.sqlState == "25006"
+            self.init(unavailable ? .unavailable : .internal, detail: error.description)
+        } else {
+            self.init(.internal, detail: String(describing: error))
+        }
+    }
+}
