@@ -47,6 +47,26 @@ import Testing
         #expect((nowhere.json["errors"] as? [[String: String]])?.first?["field"] == "libraryId")
     }
 
+    /// PostgreSQL's text cannot hold U+0000, so neither engine takes it: never a truncated value
+    /// stored, never a filter that matches what it did not name.
+    @Test func text_RefusesTheNULCharacterOnEveryEngine() throws {
+        let library = try live.createLibrary("A")
+        let book = try live.createBook(in: library, title: "a")
+        let created = try live.request("POST", "/books", body: #"{"libraryId":"\#(library)","title":"a\u0000b"}"#)
+        #expect(created.status == 422)
+        #expect((created.json["errors"] as? [[String: String]])?.first?["field"] == "title")
+        let patched = try live.request("PATCH", "/books/\(book)", body: #"{"author":"x\u0000"}"#)
+        #expect(patched.status == 422)
+        let renamed = try live.request("PATCH", "/libraries/\(library)", body: #"{"address":"\u0000"}"#)
+        #expect(renamed.status == 422)
+        #expect(try live.request("GET", "/books?author=%00").status == 400)
+        #expect(try live.request("GET", "/books/events?author=a%00").status == 400)
+        let stored = try live.request("GET", "/books/\(book)")
+        #expect(stored.json["author"] as? String == "" && stored.json["version"] as? Int == 1)
+        let listed = try live.request("GET", "/libraries/\(library)/books").json["items"] as? [[String: Any]]
+        #expect(listed?.count == 1)
+    }
+
     @Test func books_FilterByLibraryAuthorAndAvailability() throws {
         let a = try live.createLibrary("A")
         let b = try live.createLibrary("B")

@@ -11,7 +11,7 @@ extension LibraryAPI {
         let libraryFilter = libraryID == nil ? try query.identifier("libraryId") : nil
         let filter = BookFilter(
             libraryId: libraryID ?? libraryFilter,
-            author: try query.string("author"),
+            author: try query.author(),
             available: try query.bool("available")
         )
         exchange.read(libraryID.map { "library \($0)" } ?? "book") { reader in

@@ -86,7 +86,7 @@ extension LibraryAPI {
         case .books:
             let filter = BookFilter(
                 libraryId: try query.identifier("libraryId"),
-                author: try query.string("author"),
+                author: try query.author(),
                 available: try query.bool("available"))
             let selection = try FieldSelection<BookField>(parsing: fields)
             return SubscriptionRequest(

@@ -32,6 +32,14 @@ struct QueryParameters: Sendable {
         return values[name]
     }
 
+    /// The `author` filter: any text but U+0000, which no stored author holds (PostgreSQL's text
+    /// cannot, so it is refused on both engines).
+    func author() throws(APIError) -> String? {
+        guard let text = try string("author") else { return nil }
+        guard !text.utf8.contains(0) else { throw .badRequest("author must not contain U+0000.") }
+        return text
+    }
+
     /// `limit`: 1 to 500, default 50.
     func limit() throws(APIError) -> Int {
         guard let text = try string("limit") else { return 50 }

@@ -81,6 +81,9 @@ package struct BookDraft: Sendable, Equatable {
         if author.unicodeScalars.count > 300 {
             errors.append(FieldError("author", "must be at most 300 characters long"))
         }
+        for (field, text) in [("title", title), ("author", author)] where text.utf8.contains(0) {
+            errors.append(FieldError(field, FieldError.noNUL))
+        }
         if let isbn, !ISBN.isValid(isbn) {
             errors.append(FieldError("isbn", "must be a valid ISBN-10 or ISBN-13 (hyphens allowed, checksum checked)"))
         }

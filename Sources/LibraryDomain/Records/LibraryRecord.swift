@@ -51,6 +51,9 @@ package struct LibraryDraft: Sendable, Equatable {
         if let address, address.unicodeScalars.count > 500 {
             errors.append(FieldError("address", "must be at most 500 characters long"))
         }
+        for (field, text) in [("name", name), ("address", address ?? "")] where text.utf8.contains(0) {
+            errors.append(FieldError(field, FieldError.noNUL))
+        }
         return errors
     }
 }
