@@ -145,7 +145,12 @@ package final class LibraryWriter {
             var sql = "UPDATE books SET \(column) = ?1, version = version + 1, updated_at = ?2 WHERE id = ?3"
             var values: [SQLiteValue] = [value, .text(Timestamp.now()), .text(id)]
             if case .versions(let versions) = precondition {
-                sql += " AND version IN (\(versions.indices.map { "?\($0 + 4)" }.joined(separator: ", ")))"
+                // No version can match an empty list (`If-Match` naming only tags that are not
+                // versions); PostgreSQL has no `IN ()`.
+                sql +=
+                    versions.isEmpty
+                    ? " AND 1 = 0"
+                    : " AND version IN (\(versions.indices.map { "?\($0 + 4)" }.joined(separator: ", ")))"
                 values += versions.map { .int($0) }
             }
             sql += " AND \(column) IS DISTINCT FROM ?1 RETURNING \(LibraryReader.bookColumns)"

@@ -12,7 +12,9 @@ Provides
                             summary() prints "NAME: N passed, M failed" and returns the exit status
                             (0, or 1 when anything failed)
   Server(binary, workdir)   the binary on a fresh database in workdir (`--port 0`, `--log-level
-                            warning`), its port read from the ready line `listening on
+                            warning`): a SQLite file, or with LIBRARY_TEST_ENGINE=postgres and
+                            LIBRARY_TEST_POSTGRES=URI a PostgreSQL schema of its own (made with
+                            psql, dropped by stop()), its port read from the ready line `listening on
                             http://127.0.0.1:PORT` (killed if that does not come within 10 s),
                             stderr to a file; port, pid, alive(), stop(timeout) (SIGTERM, then the
                             exit status; None when it had to be killed), stderr_lines(), stderr_tail()
@@ -78,9 +80,18 @@ class Server:
 
     def __init__(self, binary, workdir, arguments=(), preexec_fn=None):
         self.stderr_path = os.path.join(workdir, "server.stderr")
+        self.postgres = None
+        database = os.path.join(workdir, "lib.sqlite")
+        if os.environ.get("LIBRARY_TEST_ENGINE") == "postgres":
+            base = os.environ["LIBRARY_TEST_POSTGRES"]
+            schema = "h_" + os.urandom(8).hex()
+            subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", "-d", base, "-c", f"CREATE SCHEMA {schema}"],
+                           check=True, stdout=subprocess.DEVNULL)
+            self.postgres = (base, schema)
+            database = base + ("&" if "?" in base else "?") + f"options=-csearch_path%3D{schema}"
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(
-                [binary, "--port", "0", "--database", os.path.join(workdir, "lib.sqlite"),
+                [binary, "--port", "0", "--database", database,
                  "--log-level", "warning", *arguments],
                 stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
         try:
@@ -122,6 +133,13 @@ class Server:
             self.process.kill()
             self.process.wait(5)
             return None
+        finally:
+            if self.postgres:
+                base, schema = self.postgres
+                self.postgres = None
+                subprocess.run(["psql", "-q", "-d", base, "-c", "SET client_min_messages = warning",
+                                "-c", f"DROP SCHEMA {schema} CASCADE"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def stderr_lines(self):
         with open(self.stderr_path, "rb") as stderr:

@@ -63,8 +63,9 @@ final class PGWorkers: Sendable {
     }
 
     private func work() {
-        // Owned by this thread alone.
-        var connection: PGConnection?
+        // Connected at once, so that a running server holds a steady set of connections; one
+        // that cannot connect now tries again at its first job.
+        var connection = try? PGConnection(uri)
         while let job = next() {
             if connection.map({ !$0.isOpen }) ?? true {
                 connection = nil
