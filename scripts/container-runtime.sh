@@ -3,7 +3,7 @@
 #
 #   1. builds the binary as the build stage does (`swift build -c release --static-swift-stdlib`);
 #   2. makes a minimal Debian bookworm root (`debootstrap --variant=minbase`), then applies the
-#      runtime stage to it: its RUN line under chroot (apt-get install libsqlite3-0, the user,
+#      runtime stage to it: its RUN line under chroot (apt-get install libsqlite3-0 libpq5, the user,
 #      /data), its two COPYs, and its USER, ENV and ENTRYPOINT when starting the server;
 #   3. checks that the binary needs nothing the image lacks (ldd), that the server starts, that the
 #      HEALTHCHECK command passes, that a CRUD round trip and an event stream work, that SIGTERM
