@@ -5,8 +5,12 @@
 # - the whole API suite (LibraryAPITests) with LIBRARY_TEST_ENGINE=postgres: every test server
 #   not given a SQLite file runs on PostgreSQL, in a schema of its own;
 # - the randomized live test once more with LIBRARY_TEST_FEED=log, where the live engine hears
-#   every commit from the change log, as a replica hears the others' writes.
-# Then removes the cluster. Installs postgresql and libpq-dev when missing (root).
+#   every commit from the change log, as a replica hears the others' writes;
+# - the hostile-request and soak scripts on a server on PostgreSQL (a schema each);
+# - scripts/replicas.sh --short: three replicas behind nginx on a cluster of their own, one killed
+#   with SIGKILL and PostgreSQL restarted mid-run.
+# Then removes the cluster. Installs postgresql, libpq-dev and nginx when missing (root).
+# SOAK_SECONDS (default 60) sets the soak's length.
 #
 #     bash scripts/postgres-tests.sh
 set -euo pipefail
@@ -43,4 +47,11 @@ FILTER=PostgreSQLTests run "libpq layer"
 FILTER=LibraryAPITests run "API suite on PostgreSQL" LIBRARY_TEST_ENGINE=postgres
 FILTER=LiveRandomizedTests run "live engine fed from the change log" LIBRARY_TEST_ENGINE=postgres LIBRARY_TEST_FEED=log
 rm -f "$log"
+server=.build/debug/library-server
+echo "== hostile requests on PostgreSQL"
+LIBRARY_TEST_ENGINE=postgres python3 scripts/hostile-requests.py "$server"
+echo "== soak on PostgreSQL"
+LIBRARY_TEST_ENGINE=postgres python3 scripts/soak.py "$server" --seconds "${SOAK_SECONDS:-60}"
+echo "== three replicas behind nginx, a replica killed, PostgreSQL restarted"
+LIBRARY_SERVER=$server bash scripts/replicas.sh --short
 echo "postgres-tests: passed"

@@ -23,46 +23,58 @@ enum ChangeLog {
 
     /// Records `items` as change `seq`, which the caller knows to be the next one.
     static func append(_ items: [ChangeItem], as seq: Int, history: Int, to session: SQLSession) throws {
+        for row in try rows(items, as: seq) { try session.run(insert, row) }
+        if let prune = pruneBound(after: seq - 1, through: seq, history: history) {
+            try session.run("DELETE FROM change_log WHERE item < ?", [.int(prune)])
+        }
+    }
+
+    static let columns = """
+        item, entity, entity_id, deleted, fields, library_id, moved_from, name, address, book_count, title, author,
+            isbn, published_year, available, version, created_at, updated_at, previous_author, previous_available
+        """
+
+    private static let insert = """
+        INSERT INTO change_log (\(columns))
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
+    /// The log's rows for `items` as change `seq`: the values of `columns`, in order.
+    static func rows(_ items: [ChangeItem], as seq: Int) throws -> [[SQLiteValue]] {
         guard items.count < 1 << itemBits else {
             throw StoreError(.internal, detail: "one write touched more resources than the change log can number")
         }
-        let insert = """
-            INSERT INTO change_log (item, entity, entity_id, deleted, fields, library_id, moved_from, name, address,
-                book_count, title, author, isbn, published_year, available, version, created_at, updated_at,
-                previous_author, previous_available)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """
-        for (position, item) in items.enumerated() {
+        return items.enumerated().map { position, item in
             let rowID = SQLiteValue.int(firstItem(of: seq) + position)
             switch item {
             case .library(let library, let fields, let deleted):
-                try session.run(
-                    insert,
-                    [
-                        rowID, "library", .text(library.id), .bool(deleted), .text(names(fields)), .text(library.id),
-                        nil, .text(library.name), .optional(library.address), .int(library.bookCount), nil, nil, nil,
-                        nil, nil, .int(library.version), .text(library.createdAt), .text(library.updatedAt), nil, nil,
-                    ])
+                return [
+                    rowID, "library", .text(library.id), .bool(deleted), .text(names(fields)), .text(library.id),
+                    nil, .text(library.name), .optional(library.address), .int(library.bookCount), nil, nil, nil,
+                    nil, nil, .int(library.version), .text(library.createdAt), .text(library.updatedAt), nil, nil,
+                ]
             case .book(let book, let fields, let before, let deleted):
                 // Each previous value only when it differs, so that unchanged rows stay lean.
                 let movedFrom = before.flatMap { $0.libraryId == book.libraryId ? nil : $0.libraryId }
                 let previousAuthor = before.flatMap { $0.author == book.author ? nil : $0.author }
                 let previousAvailable = before.flatMap { $0.available == book.available ? nil : $0.available }
-                try session.run(
-                    insert,
-                    [
-                        rowID, "book", .text(book.id), .bool(deleted), .text(names(fields)), .text(book.libraryId),
-                        .optional(movedFrom), nil, nil, nil, .text(book.title), .text(book.author),
-                        .optional(book.isbn), .optional(book.publishedYear), .bool(book.available),
-                        .int(book.version), .text(book.createdAt), .text(book.updatedAt), .optional(previousAuthor),
-                        previousAvailable.map { .bool($0) } ?? .null,
-                    ])
+                return [
+                    rowID, "book", .text(book.id), .bool(deleted), .text(names(fields)), .text(book.libraryId),
+                    .optional(movedFrom), nil, nil, nil, .text(book.title), .text(book.author),
+                    .optional(book.isbn), .optional(book.publishedYear), .bool(book.available),
+                    .int(book.version), .text(book.createdAt), .text(book.updatedAt), .optional(previousAuthor),
+                    previousAvailable.map { .bool($0) } ?? .null,
+                ]
             }
         }
-        if seq % 64 == 0 {
-            // Keeps the latest `history` changes: every one after `seq - history`.
-            try session.run("DELETE FROM change_log WHERE item < ?", [.int(firstItem(of: seq - history + 1))])
-        }
+    }
+
+    /// The first row to keep when changes `previous + 1 ... last` were just appended, if one of
+    /// them is a multiple of 64 (the log is pruned that often, to the latest `history` changes:
+    /// every one after `seq - history`); nil when nothing is pruned now.
+    static func pruneBound(after previous: Int, through last: Int, history: Int) -> Int? {
+        guard last / 64 > previous / 64 else { return nil }
+        return firstItem(of: last / 64 * 64 - history + 1)
     }
 
     private static func names<Field: RawRepresentable>(_ fields: Set<Field>) -> String where Field.RawValue == String {

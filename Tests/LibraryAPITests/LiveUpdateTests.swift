@@ -159,6 +159,28 @@ import Testing
         #expect(afterLast.map { $0.json["title"] as? String } == ["Four"])
     }
 
+    /// Replayed values come from the change log exactly as written, whatever they hold (on
+    /// PostgreSQL a batch's log rows travel as array literals, where quotes, backslashes, braces,
+    /// commas and the word NULL all mean something).
+    @Test func resume_ReplaysAwkwardTextExactly() throws {
+        let book = try live.createBook(in: try live.createLibrary())
+        var stream: EventStreamClient? = try live.events("/books/\(book)/events?fields=title,author,isbn")
+        let snapshot = try #require(try stream?.next())
+        stream = nil
+        let titles = [#"a \"quoted\" {b,c} \\ d"#, "NULL", "", "é 📚 \u{7F}", #"\\\""#]
+        for (index, title) in titles.enumerated() where !title.isEmpty {
+            let body = String(
+                decoding: try JSONSerialization.data(withJSONObject: ["title": title, "author": titles[index]]),
+                as: UTF8.self)
+            try patch("/books/\(book)", body)
+        }
+        let resumed = try live.events(
+            "/books/\(book)/events?fields=title,author,isbn", headers: ["Last-Event-ID": snapshot.id ?? ""])
+        let replayed = resumed.drain()
+        #expect(replayed.map { $0.json["title"] as? String } == titles.filter { !$0.isEmpty })
+        #expect(replayed.map { $0.json["author"] as? String } == titles.filter { !$0.isEmpty })
+    }
+
     @Test func resume_OfALibraryReplaysMembership() throws {
         let library = try live.createLibrary()
         var stream: EventStreamClient? = try live.events("/libraries/\(library)/events?fields=bookCount,books.title")

@@ -1,6 +1,7 @@
 import Dispatch
 import LibraryDomain
 import PostgreSQL
+import SQLite
 import Synchronization
 
 /// One write as `PGWriter` runs it: the work, then its change-log entry, finished once committed.
@@ -93,6 +94,39 @@ final class PGWriter: Sendable {
         if more { queue.async { self.commitPending() } }
     }
 
+    /// The whole batch's log rows in one statement, one round trip: each column a parameter holding
+    /// an array, which `unnest` turns back into rows.
+    private static let insertLog = """
+        INSERT INTO change_log (\(ChangeLog.columns))
+        SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::boolean[], ?::text[], ?::text[], ?::text[],
+            ?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::boolean[],
+            ?::bigint[], ?::text[], ?::text[], ?::text[], ?::boolean[])
+        """
+
+    /// Each column of `rows` as a PostgreSQL array literal (`{"a","b",NULL}`): every element quoted,
+    /// with `"` and `\` escaped, so no value can end an element or the array.
+    static func columnArrays(_ rows: [[SQLiteValue]]) -> [SQLiteValue] {
+        (0..<(rows.first?.count ?? 0)).map { column in
+            var literal = "{"
+            for (index, row) in rows.enumerated() {
+                if index > 0 { literal += "," }
+                switch row[column] {
+                case .null: literal += "NULL"
+                case .integer(let value): literal += String(value)
+                case .real(let value): literal += String(value)
+                case .text(let text):
+                    literal += "\""
+                    for character in text.unicodeScalars {
+                        if character == "\"" || character == "\\" { literal += "\\" }
+                        literal.unicodeScalars.append(character)
+                    }
+                    literal += "\""
+                }
+            }
+            return .text(literal + "}")
+        }
+    }
+
     /// Commits `writes` in one transaction, each finished in order once it has committed.
     ///
     /// No savepoints (a round trip each). A write that fails before changing anything (not
@@ -119,14 +153,16 @@ final class PGWriter: Sendable {
                 return
             }
             let session = SQLSession.postgres(connection)
+            let first = latest
             var done: [(any PGWrite, CommittedChange?)] = []
+            var rows: [[SQLiteValue]] = []
             var retry = false
             while let write = remaining.popFirst() {
                 do {
                     let items = try write.run(LibraryWriter(session: session))
                     var change: CommittedChange?
                     if !items.isEmpty {
-                        try ChangeLog.append(items, as: latest + 1, history: history, to: session)
+                        rows += try ChangeLog.rows(items, as: latest + 1)
                         latest += 1
                         change = CommittedChange(seq: latest, items: items)
                     }
@@ -150,6 +186,12 @@ final class PGWriter: Sendable {
             if retry { continue }
             let changes = done.compactMap(\.1)
             do {
+                if !rows.isEmpty {
+                    try session.run(Self.insertLog, Self.columnArrays(rows))
+                    if let prune = ChangeLog.pruneBound(after: first, through: latest, history: history) {
+                        try session.run("DELETE FROM change_log WHERE item < ?", [.int(prune)])
+                    }
+                }
                 // The notification is sent at the commit, never before: a replica that hears it
                 // finds the change in the log.
                 let notify = changes.last.map { "SELECT pg_notify('\(channel)', '\($0.seq)'); " } ?? ""
@@ -158,7 +200,7 @@ final class PGWriter: Sendable {
                 // Whether a commit whose answer was lost took effect is unknown: the writes are
                 // answered as failed (503), and the change feed reads the log whatever happened.
                 session.rollback()
-                if error.isConnectionFailure { self.connection = nil }
+                if (error as? PGError)?.isConnectionFailure ?? true { self.connection = nil }
                 done.forEach { $0.0.finish(nil, error) }
                 return
             }
