@@ -2,20 +2,37 @@
  * fanout: Server-Sent Events fan-out load generator for library-server.
  *
  * Opens N event streams on one book (GET /books/{id}/events?fields=title), waits for every
- * stream's snapshot, then runs R rounds: PATCH the book's title to "round-K" over a separate
- * keep-alive connection and time how long each subscriber takes to see an event carrying it.
+ * stream's snapshot, then runs R rounds: PATCH the book's title to "<prefix>round-K" over a
+ * separate keep-alive connection and time how long each subscriber takes to see an event carrying
+ * it.
  *
  * Single-threaded, epoll, C99, Linux only, no dependencies. Only ever connects to 127.0.0.1.
  *
  *   cc -O2 -o fanout fanout.c
  *   fanout [-s setup_timeout_s] [-t round_timeout_s] [-p pause_ms] [-b max_in_flight]
- *          [-g go_wait_s] port book_id [N=18000] [R=20]
+ *          [-g go_wait_s] [-w write_port] [-m prefix] [-a source_address] [-P first_port-last_port]
+ *          port book_id [N=18000] [R=20]
  *
  * Source ports: each subscriber socket is bound (SO_REUSEADDR) to an explicit 127.0.0.1 port,
  * walking the local port range, before it connects. Left to connect(), Linux picks even ports
  * first and, once those are used up (about 14,000 connections with the default range), scans them
  * all again on every connect: over a millisecond of client kernel time each, which would show up
  * as a slow setup that is not the server's doing.
+ *
+ * -w: send the PATCHes to 127.0.0.1:write_port instead of the streams' port (another replica of
+ *     the same database: the events then cross replicas). Default: the streams' port.
+ * -m: titles are "<prefix>round-K", and the marker looked for is the same quoted title, so that
+ *     several fanout processes can run at once on one book without taking each other's rounds for
+ *     their own ("round-1" never matches inside "r1-round-1": the marker includes the quotes).
+ *     Letters, digits and "-_.:" only, up to 32 characters. Default: empty.
+ * -a: bind the subscriber sockets to this source address instead of 127.0.0.1 (any 127.x.y.z:
+ *     on Linux the whole of 127.0.0.0/8 is local). Several processes on different source addresses
+ *     each have a whole port range to themselves.
+ * -P: walk these source ports instead of the local port range (ip_local_port_range). Ports below
+ *     that range are never picked by the kernel for connect(): using them leaves the local range
+ *     free for every other client on the machine (the PATCH connection, curl, the server's own
+ *     database connections), which tens of thousands of explicitly bound ports, whatever their
+ *     address, would otherwise exhaust (connect() skips a port any socket has bound explicitly).
  *
  * -g: after the setup phase print "READY <connected>" and keep serving the streams until SIGUSR1
  *     arrives (or go_wait_s seconds pass) before starting the rounds; the driver script uses the
@@ -71,13 +88,15 @@ struct retry {
 
 static struct conn *conns;
 static int n_subs = 18000, n_rounds = 20;
-static int port, epfd;
+static int port, write_port, epfd;
 static const char *book_id;
+static const char *prefix = "";
+static struct in_addr source_addr = {.s_addr = 0}; /* set to 127.0.0.1 in main unless -a */
 static double setup_timeout = 60, round_timeout = 30, go_wait = 0;
 static int pause_ms = 200, max_in_flight = 1000;
 static char request[512];
 static int request_len;
-static struct sockaddr_in server_addr;
+static struct sockaddr_in server_addr, write_addr;
 static char buf[TAIL_MAX + READ_SIZE];
 
 /* Setup bookkeeping. */
@@ -91,7 +110,7 @@ static long lost_during_rounds, lost_before_rounds;
 
 /* Round bookkeeping. */
 static int current_round;       /* 0 during setup */
-static char marker[64];
+static char marker[96];
 static size_t marker_len;
 static double t0;
 static int pending;             /* subscribers yet to see the current round's marker */
@@ -107,8 +126,8 @@ static long patch_failures;
 
 static volatile sig_atomic_t go_signal;
 
-/* The local port range, walked by pick_source_port. */
-static int port_lo = 32768, port_hi = 60999, port_next;
+/* The local port range (or -P), walked by pick_source_port. */
+static int port_lo = 32768, port_hi = 60999, port_next, ports_given;
 static uint8_t ports_held[65536 / 8]; /* source ports bound by our open subscriber sockets */
 
 static double now(void) {
@@ -146,8 +165,9 @@ static void raise_nofile(void) {
 
 /* ---------- subscriber connections ---------- */
 
+/* The range given with -P, else the kernel's local port range. */
 static void read_port_range(void) {
-    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    FILE *f = ports_given ? NULL : fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
     if (f) {
         int lo, hi;
         if (fscanf(f, "%d %d", &lo, &hi) == 2 && lo > 0 && hi >= lo && hi <= 65535) {
@@ -159,19 +179,19 @@ static void read_port_range(void) {
     port_next = port_lo;
 }
 
-/* Binds fd to 127.0.0.1 and the next port of the local range that none of our own sockets holds,
- * with SO_REUSEADDR so ports left in TIME_WAIT by earlier runs can be taken again (their 4-tuples
- * differ: the server listens on a fresh port each run; a clash makes connect fail with
- * EADDRNOTAVAIL and the slot is retried). Returns the port, or 0 when the socket was left for the
- * kernel to bind at connect. */
+/* Binds fd to the source address (127.0.0.1 unless -a) and the next port of the range that none
+ * of our own sockets holds, with SO_REUSEADDR so ports left in TIME_WAIT by earlier runs can be
+ * taken again (their 4-tuples differ: the server listens on a fresh port each run; a clash makes
+ * connect fail with EADDRNOTAVAIL and the slot is retried). Returns the port, or 0 when the socket
+ * was left for the kernel to bind at connect. */
 static uint16_t pick_source_port(int fd) {
-    struct sockaddr_in local = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in local = {.sin_family = AF_INET, .sin_addr = source_addr};
     int one = 1, refused = 0;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     for (int tries = 0, span = port_hi - port_lo + 1; tries < span; tries++) {
         int p = port_next;
         port_next = port_next == port_hi ? port_lo : port_next + 1;
-        if (p == port || (ports_held[p >> 3] & (1u << (p & 7)))) continue;
+        if (p == port || p == write_port || (ports_held[p >> 3] & (1u << (p & 7)))) continue;
         local.sin_port = htons((uint16_t)p);
         if (bind(fd, (struct sockaddr *)&local, sizeof local) == 0) {
             ports_held[p >> 3] |= (uint8_t)(1u << (p & 7));
@@ -371,7 +391,7 @@ static int open_patch_connection(void) {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct timeval tv = {.tv_sec = 5};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    if (connect(fd, (struct sockaddr *)&server_addr, sizeof server_addr) != 0) {
+    if (connect(fd, (struct sockaddr *)&write_addr, sizeof write_addr) != 0) {
         close(fd);
         return -1;
     }
@@ -396,7 +416,7 @@ static int send_patch(const char *value) {
     int len = snprintf(msg, sizeof msg,
                        "PATCH /books/%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
                        "Content-Length: %d\r\n\r\n%s",
-                       book_id, port, body_len, body);
+                       book_id, write_port, body_len, body);
     t0 = now();
     patch_sent = t0;
     ssize_t n = send(patch_fd, msg, (size_t)len, MSG_NOSIGNAL);
@@ -498,19 +518,37 @@ static double pct(const float *sorted, size_t n, double p) {
 static void usage(void) {
     fprintf(stderr,
             "usage: fanout [-s setup_timeout_s] [-t round_timeout_s] [-p pause_ms] [-b max_in_flight]\n"
-            "              [-g go_wait_s] port book_id [subscribers=18000] [rounds=20]\n");
+            "              [-g go_wait_s] [-w write_port] [-m prefix] [-a source_address]\n"
+            "              [-P first_port-last_port] port book_id [subscribers=18000] [rounds=20]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     int opt;
-    while ((opt = getopt(argc, argv, "s:t:p:b:g:")) != -1) {
+    while ((opt = getopt(argc, argv, "s:t:p:b:g:w:m:a:P:")) != -1) {
         switch (opt) {
         case 's': setup_timeout = atof(optarg); break;
         case 't': round_timeout = atof(optarg); break;
         case 'p': pause_ms = atoi(optarg); break;
         case 'b': max_in_flight = atoi(optarg); break;
         case 'g': go_wait = atof(optarg); break;
+        case 'w': write_port = atoi(optarg); if (write_port <= 0 || write_port > 65535) usage(); break;
+        case 'm':
+            prefix = optarg;
+            if (strlen(prefix) > 32 || strspn(prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                      "0123456789-_.:") != strlen(prefix))
+                die("bad prefix (letters, digits and -_.: only, up to 32 characters)");
+            break;
+        case 'a':
+            if (inet_pton(AF_INET, optarg, &source_addr) != 1 || (ntohl(source_addr.s_addr) >> 24) != 127)
+                die("bad source address %s (an IPv4 address in 127.0.0.0/8)", optarg);
+            break;
+        case 'P':
+            if (sscanf(optarg, "%d-%d", &port_lo, &port_hi) != 2 || port_lo < 1024 || port_hi < port_lo ||
+                port_hi > 65535)
+                die("bad port range %s (first-last, within 1024-65535)", optarg);
+            ports_given = 1;
+            break;
         default: usage();
         }
     }
@@ -521,6 +559,8 @@ int main(int argc, char **argv) {
     if (argc - optind > 3) n_rounds = atoi(argv[optind + 3]);
     if (port <= 0 || port > 65535 || n_subs <= 0 || n_rounds < 0 || max_in_flight <= 0) usage();
     if (strlen(book_id) > 200 || strpbrk(book_id, " \r\n/?#")) die("bad book id");
+    if (write_port == 0) write_port = port;
+    if (source_addr.s_addr == 0) source_addr.s_addr = htonl(INADDR_LOOPBACK);
     setvbuf(stdout, NULL, _IOLBF, 0);
 
     raise_nofile();
@@ -534,6 +574,8 @@ int main(int argc, char **argv) {
     server_addr.sin_family = AF_INET;
     server_addr.sin_port = htons((uint16_t)port);
     server_addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    write_addr = server_addr;
+    write_addr.sin_port = htons((uint16_t)write_port);
     request_len = snprintf(request, sizeof request,
                            "GET /books/%s/events?fields=title HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
                            "Accept: text/event-stream\r\n\r\n",
@@ -548,6 +590,12 @@ int main(int argc, char **argv) {
     if (epfd < 0) die("epoll_create1: %s", strerror(errno));
 
     printf("fanout: 127.0.0.1:%d book %s, %d subscribers, %d rounds\n", port, book_id, n_subs, n_rounds);
+    if (write_port != port || *prefix || source_addr.s_addr != htonl(INADDR_LOOPBACK) || ports_given) {
+        char source[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &source_addr, source, sizeof source);
+        printf("  PATCH to 127.0.0.1:%d, titles \"%sround-K\", streams from %s ports %d-%d\n", write_port, prefix,
+               source, port_lo, port_hi);
+    }
 
     /* Setup: connect everybody and wait for every snapshot. */
     double setup_start = now(), setup_deadline = setup_start + setup_timeout, next_report = setup_start + 5;
@@ -597,8 +645,8 @@ int main(int argc, char **argv) {
         float *row = samples + (size_t)(k - 1) * (size_t)n_subs;
         for (int i = 0; i < n_subs; i++) row[i] = NAN;
         current_round = k;
-        char value[32];
-        snprintf(value, sizeof value, "round-%d", k);
+        char value[64];
+        snprintf(value, sizeof value, "%sround-%d", prefix, k);
         marker_len = (size_t)snprintf(marker, sizeof marker, "\"%s\"", value);
         pending = n_alive;
         int sent = send_patch(value) == 0;

@@ -48,6 +48,9 @@ package final class PGConnection {
             PQfinish(handle)
             throw PGError(sqlState: "", message: message)
         }
+        // Notices (`relation … already exists, skipping`) are the server's remarks, not errors:
+        // libpq would print them on stderr, where the server's log lines go.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
         self.handle = handle
     }
 

@@ -66,11 +66,7 @@ final class PGWriter: Sendable {
         if schedule { queue.async { self.commitPending() } }
     }
 
-    /// Runs `body` on the writer's connection, on its queue, and waits (start-up, health checks).
-    func sync<T>(_ body: (PGConnection) throws -> T) throws -> T {
-        try queue.sync { try body(try open()) }
-    }
-
+    /// Waits for the writes queued now, then closes the connection.
     func close() {
         queue.sync { connection = nil }
     }

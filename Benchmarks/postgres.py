@@ -1,0 +1,477 @@
+#!/usr/bin/env python3
+"""library-server on PostgreSQL against Hummingbird 2 + PostgresNIO, GET and PATCH /books/{id}.
+
+    python3 Benchmarks/postgres.py [--books 100000] [--seconds 30] [--rounds 1]
+
+One run, everything on 127.0.0.1, stopping by itself:
+
+1. a throwaway PostgreSQL cluster (the steps of scripts/lib/postgres.sh: initdb and pg_ctl, as the
+   `postgres` user when run as root; trust authentication, fsync off), removed at the end whatever
+   happens;
+2. library-server started once on it (`--database postgres://...`), which creates the schema
+   (Migrations/postgres), then stopped; `--schema migrations` applies Migrations/postgres/*.sql
+   with psql instead, to test the comparator without library-server;
+3. BOOKS books seeded with SQL (the ids Benchmarks/wrk/common.lua computes; one library holds 90 %
+   of them, the rest are spread over LIBRARIES - 1 others), then VACUUM ANALYZE;
+4. library-server and the comparator (Benchmarks/.build/release/hummingbird-postgres, a
+   PostgresClient pool beside a Hummingbird Application) both started on that database;
+5. per round, GET then PATCH, each on both servers in turn (the order flips every round), each run
+   a short warm-up and then `--seconds` of `wrk -t2 -c16` with Benchmarks/wrk/get.lua or patch.lua
+   (ids cycling over every book; every PATCH a new title, so the version goes up), after a VACUUM
+   of `books` so neither server inherits the other's dead rows.
+
+It prints a markdown table (medians over the rounds): req/s, p50 and p99 latency, the server's
+CPU per request, and ours / comparator; then each server's RSS before and after the runs.
+
+Build first (one build at a time on this machine):
+    swift build -c release --product library-server
+    (cd Benchmarks && swift build -c release --product hummingbird-postgres)
+"""
+
+import argparse
+import atexit
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+OURS = os.path.join(ROOT, ".build", "release", "library-server")
+COMPARATOR = os.path.join(HERE, ".build", "release", "hummingbird-postgres")
+MIGRATIONS = os.path.join(ROOT, "Migrations", "postgres")
+CREATED = "2026-01-01T00:00:00.000Z"
+WORKLOADS = {"get": "GET /books/{id}", "patch": "PATCH /books/{id}"}
+
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes: every one started here is stopped at exit, and the cluster removed.
+
+running = []
+cluster = None
+
+
+def cleanup():
+    for process in running:
+        if process.poll() is None:
+            process.kill()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+    running.clear()
+    if cluster is not None:
+        cluster.remove()
+
+
+def on_signal(number, _frame):
+    cleanup()
+    sys.exit(128 + number)
+
+
+atexit.register(cleanup)
+signal.signal(signal.SIGTERM, on_signal)
+signal.signal(signal.SIGINT, on_signal)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Cluster:
+    """A throwaway PostgreSQL cluster, as scripts/lib/postgres.sh starts one."""
+
+    def __init__(self):
+        versions = sorted(
+            (d for d in os.listdir("/usr/lib/postgresql") if os.path.exists("/usr/lib/postgresql/%s/bin/initdb" % d)),
+            key=lambda v: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", v)],
+        ) if os.path.isdir("/usr/lib/postgresql") else []
+        if not versions:
+            raise SystemExit("PostgreSQL is not installed: apt-get install postgresql")
+        self.bin = "/usr/lib/postgresql/%s/bin" % versions[-1]
+        self.dir = tempfile.mkdtemp(prefix="library-postgres.", dir="/tmp")
+        os.chmod(self.dir, 0o755)
+        self.user = subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip()
+        self.run_as = []
+        if os.getuid() == 0:
+            has_postgres = subprocess.run(["id", "-u", "postgres"], capture_output=True).returncode == 0
+            self.user = "postgres" if has_postgres else "nobody"
+            shutil.chown(self.dir, self.user)
+            self.run_as = ["runuser", "-u", self.user, "--"]
+        self.data = os.path.join(self.dir, "data")
+        self.port = free_port()
+        self.started = False
+        result = subprocess.run(
+            self.run_as + [self.bin + "/initdb", "-D", self.data, "-U", self.user, "--auth=trust", "-E", "UTF8",
+                           "--no-sync"],
+            capture_output=True, text=True, timeout=120,
+        )
+        if result.returncode != 0:
+            raise RuntimeError("initdb failed: %s%s" % (result.stdout, result.stderr))
+        options = "-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c max_connections=200" % (
+            self.port, self.dir)
+        result = subprocess.run(
+            self.run_as + [self.bin + "/pg_ctl", "-D", self.data, "-l", os.path.join(self.dir, "server.log"),
+                           "-w", "-t", "30", "-o", options, "start"],
+            capture_output=True, text=True, timeout=60,
+        )
+        self.started = True
+        if result.returncode != 0:
+            raise RuntimeError("pg_ctl start failed: %s%s%s" % (result.stdout, result.stderr, self.server_log()))
+        self.url = "postgres://%s@127.0.0.1:%d/postgres" % (self.user, self.port)
+
+    def server_log(self):
+        try:
+            with open(os.path.join(self.dir, "server.log")) as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def psql(self, sql, timeout=600):
+        result = subprocess.run(
+            ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user,
+             "-d", "postgres", "-At"],
+            input=sql, capture_output=True, text=True, timeout=timeout,
+        )
+        if result.returncode != 0:
+            raise RuntimeError("psql failed: %s" % result.stderr)
+        return result.stdout
+
+    def backends_cpu_seconds(self):
+        """utime + stime of every process of the cluster (postmaster and backends)."""
+        total = 0
+        try:
+            with open(os.path.join(self.data, "postmaster.pid")) as f:
+                postmaster = int(f.readline())
+        except (OSError, ValueError):
+            return 0.0
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % pid) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(pid) == postmaster or int(fields[1]) == postmaster:
+                total += int(fields[11]) + int(fields[12])
+        return total / os.sysconf("SC_CLK_TCK")
+
+    def remove(self):
+        if self.started and os.path.exists(os.path.join(self.data, "postmaster.pid")):
+            subprocess.run(
+                self.run_as + [self.bin + "/pg_ctl", "-D", self.data, "-m", "immediate", "-w", "-t", "30", "stop"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60,
+            )
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.started = False
+
+
+class Server:
+    """A server process on a free port (`--port 0`, read back from `listening on ...`)."""
+
+    def __init__(self, name, command, ready_timeout=120, keep_errors=True):
+        self.name = name
+        # library-server's access log (one line per request on stderr) goes to /dev/null, as in
+        # bench.py; otherwise stderr is kept to explain a failed start.
+        self.errors = tempfile.TemporaryFile(mode="w+") if keep_errors else subprocess.DEVNULL
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.errors, text=True)
+        running.append(self.process)
+        self.port = None
+        deadline = time.monotonic() + ready_timeout
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            match = re.match(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if match:
+                self.port = int(match.group(1))
+                break
+        if self.port is None:
+            self.stop()
+            detail = "(stderr not kept)"
+            if keep_errors:
+                self.errors.seek(0)
+                detail = self.errors.read()[-4000:]
+            raise RuntimeError("%s did not start: %s" % (command[0], detail))
+        # Keep reading stdout, so a chatty server never blocks on a full pipe.
+        threading.Thread(target=lambda: [None for _ in self.process.stdout], daemon=True).start()
+
+    def status_kib(self, key):
+        with open("/proc/%d/status" % self.process.pid) as status:
+            for line in status:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+        return 0
+
+    def cpu_seconds(self):
+        with open("/proc/%d/stat" % self.process.pid) as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process in running:
+            running.remove(self.process)
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema and data
+
+def library_id(n):
+    return "00000000-0000-4000-8000-%012d" % n
+
+
+def create_schema(args, db):
+    if args.schema == "migrations":
+        for name in sorted(os.listdir(MIGRATIONS)):
+            if name.endswith(".sql"):
+                with open(os.path.join(MIGRATIONS, name)) as f:
+                    db.psql(f.read())
+        log("schema: applied %s with psql" % MIGRATIONS)
+        return
+    # library-server runs its migrations when it starts on the database.
+    server = Server("library-server", [args.server, "--port", "0", "--database", db.url, "--log-level", "warning"])
+    server.stop()
+    if server.process.returncode not in (0, -signal.SIGTERM):
+        raise RuntimeError("library-server exited with %d after creating the schema" % server.process.returncode)
+    log("schema: created by library-server")
+
+
+def seed(db, books, libraries):
+    """LIBRARIES libraries; book n (ids as Benchmarks/wrk/common.lua) belongs to library 1 unless n
+    is a multiple of 10, then to one of the others in turn: library 1 holds 90 % of the books."""
+    others = max(libraries - 1, 1)
+
+    def owner(n):  # the same rule in SQL below
+        return 1 if n % 10 or libraries == 1 else (n // 10) % others + 2
+
+    counts = {}
+    if libraries == 1:
+        counts[1] = books
+    else:
+        counts[1] = books - books // 10
+        for n in range(10, books + 1, 10):
+            counts[owner(n)] = counts.get(owner(n), 0) + 1
+    values = ",\n".join(
+        "('%s', 'Library %d', NULL, %d, 1, '%s', '%s')" % (library_id(n), n, counts.get(n, 0), CREATED, CREATED)
+        for n in range(1, libraries + 1)
+    )
+    owner_sql = "1" if libraries == 1 else "CASE WHEN n %% 10 <> 0 THEN 1 ELSE (n / 10) %% %d + 2 END" % others
+    db.psql(
+        """
+        BEGIN;
+        INSERT INTO libraries (id, name, address, book_count, version, created_at, updated_at) VALUES
+        %s;
+        INSERT INTO books (id, library_id, title, author, isbn, published_year, available, version,
+                           created_at, updated_at)
+        SELECT format('00000000-0000-4000-9000-%%s', lpad(n::text, 12, '0')),
+               format('00000000-0000-4000-8000-%%s', lpad((%s)::text, 12, '0')),
+               'Book number ' || n, 'Author ' || (n %% 997), NULL, 1900 + n %% 125, true, 1,
+               '%s', '%s'
+        FROM generate_series(1, %d) AS n ORDER BY n;
+        COMMIT;
+        VACUUM ANALYZE libraries;
+        VACUUM ANALYZE books;
+        """ % (values, owner_sql, CREATED, CREATED, books)
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Measurement
+
+def wrk(port, workload, seconds, args):
+    environment = dict(os.environ, BENCH_LUA=os.path.join(HERE, "wrk"), BOOKS=str(args.books),
+                       LIBRARIES=str(args.libraries))
+    command = [
+        "wrk", "-t%d" % args.threads, "-c%d" % args.connections, "-d%ds" % seconds, "--timeout", "5s",
+        "-H", "Host: 127.0.0.1",
+        "-s", os.path.join(HERE, "wrk", workload + ".lua"), "http://127.0.0.1:%d" % port,
+    ]
+    process = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    running.append(process)  # stopped too if this script is interrupted
+    try:
+        stdout, stderr = process.communicate(timeout=seconds + 60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        running.remove(process)
+    match = re.search(r"^RESULT (.*)$", stdout, re.M)
+    if process.returncode != 0 or not match:
+        raise RuntimeError("wrk failed: %s%s" % (stdout, stderr))
+    result = {key: float(value) for key, value in (pair.split("=") for pair in match.group(1).split())}
+    result["rps"] = result["requests"] / result["seconds"] if result["seconds"] else 0
+    return result
+
+
+def measure(server, workload, db, args):
+    db.psql("VACUUM books")  # neither server inherits the other's dead rows
+    if args.warmup > 0:
+        wrk(server.port, workload, args.warmup, args)
+    cpu, db_cpu = server.cpu_seconds(), db.backends_cpu_seconds()
+    result = wrk(server.port, workload, args.seconds, args)
+    requests = max(result["requests"], 1)
+    result["cpu_us"] = (server.cpu_seconds() - cpu) * 1e6 / requests
+    result["db_cpu_us"] = (db.backends_cpu_seconds() - db_cpu) * 1e6 / requests
+    if result["non2xx"] or result["socket_errors"]:
+        raise RuntimeError("%s %s: %d non-2xx answers, %d socket errors"
+                           % (server.name, workload, result["non2xx"], result["socket_errors"]))
+    return result
+
+
+def check_same_answers(servers, args):
+    """Both servers answer GET of a seeded book with the same body and ETag (a sanity check)."""
+    import http.client
+    answers = []
+    for server in servers:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        connection.request("GET", "/books/00000000-0000-4000-9000-%012d" % args.books, headers={"Host": "127.0.0.1"})
+        response = connection.getresponse()
+        answers.append((response.status, response.getheader("ETag"), response.read()))
+        connection.close()
+    if answers[0] != answers[1]:
+        log("warning: the servers answer differently:\n  %s: %r\n  %s: %r"
+            % (servers[0].name, answers[0], servers[1].name, answers[1]))
+
+
+def markdown(results, rss, args, names):
+    ours, theirs = names
+    lines = [
+        "PostgreSQL, %d books, `wrk -t%d -c%d`, %d s per run after %d s of warm-up, %d round(s)%s."
+        % (args.books, args.threads, args.connections, args.seconds, args.warmup, args.rounds,
+           ", medians" if args.rounds > 1 else ""),
+        "",
+        "| workload | req/s ours | req/s comparator | ours ÷ comparator | p50 ours / comp. (ms) "
+        "| p99 ours / comp. (ms) | server CPU per request ours / comp. (µs) | PostgreSQL CPU per request ours / comp. (µs) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for workload, label in WORKLOADS.items():
+        if workload not in results[ours] or workload not in results[theirs]:
+            continue
+
+        def med(name, key):
+            return statistics.median(run[key] for run in results[name][workload])
+
+        ratio = med(ours, "rps") / med(theirs, "rps") if med(theirs, "rps") else float("nan")
+        lines.append(
+            "| %s | %.0f | %.0f | %.2f | %.2f / %.2f | %.2f / %.2f | %.1f / %.1f | %.1f / %.1f |"
+            % (label, med(ours, "rps"), med(theirs, "rps"), ratio,
+               med(ours, "p50_us") / 1000, med(theirs, "p50_us") / 1000,
+               med(ours, "p99_us") / 1000, med(theirs, "p99_us") / 1000,
+               med(ours, "cpu_us"), med(theirs, "cpu_us"), med(ours, "db_cpu_us"), med(theirs, "db_cpu_us"))
+        )
+    lines += ["", "| server | RSS before (MiB) | RSS after (MiB) | peak RSS (MiB) |", "|---|---:|---:|---:|"]
+    for name in names:
+        before, after, peak = rss[name]
+        lines.append("| %s | %.1f | %.1f | %.1f |" % (name, before / 1024, after / 1024, peak / 1024))
+    return "\n".join(lines)
+
+
+def main():
+    global cluster
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--server", default=OURS, help="library-server binary (default: %(default)s)")
+    parser.add_argument("--comparator", default=COMPARATOR, help="hummingbird-postgres binary (default: %(default)s)")
+    parser.add_argument("--books", type=int, default=100_000)
+    parser.add_argument("--libraries", type=int, default=10, help="library 1 holds 90 %% of the books")
+    parser.add_argument("--seconds", type=int, default=30, help="measured seconds per run")
+    parser.add_argument("--warmup", type=int, default=3, help="warm-up seconds before each run")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--workloads", default="get,patch")
+    parser.add_argument("--pool", type=int, default=None,
+                        help="the comparator's PostgresClient maximumConnections (default: PostgresNIO's, 20)")
+    parser.add_argument("--schema", choices=("server", "migrations"), default="server",
+                        help="who creates the schema: library-server (default) or psql from Migrations/postgres")
+    parser.add_argument("--comparator-only", action="store_true",
+                        help="measure the comparator alone (to test it before library-server speaks PostgreSQL)")
+    args = parser.parse_args()
+    workloads = [w for w in args.workloads.split(",") if w]
+    for workload in workloads:
+        if workload not in WORKLOADS:
+            parser.error("unknown workload %s" % workload)
+    binaries = [args.comparator] if args.comparator_only else [args.server, args.comparator]
+    for binary in binaries:
+        if not os.access(binary, os.X_OK):
+            raise SystemExit("%s is missing: build it first (see --help)" % binary)
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk is missing: apt-get install wrk")
+
+    started = time.monotonic()
+    cluster = Cluster()
+    log("cluster: %s (%s)" % (cluster.url, cluster.dir))
+    if args.comparator_only and args.schema == "server":
+        args.schema = "migrations"
+    create_schema(args, cluster)
+    seed(cluster, args.books, args.libraries)
+    log("seeded %d books in %d libraries (%.1f s)" % (args.books, args.libraries, time.monotonic() - started))
+
+    servers = []
+    if not args.comparator_only:
+        servers.append(Server("library-server", [args.server, "--port", "0", "--database", cluster.url],
+                              keep_errors=False))
+    command = [args.comparator, "--port", "0", "--database", cluster.url]
+    if args.pool:
+        command += ["--pool", str(args.pool)]
+    servers.append(Server("hummingbird-postgres", command))
+    if len(servers) == 2:
+        check_same_answers(servers, args)
+    rss = {server.name: [server.status_kib("VmRSS"), 0, 0] for server in servers}
+    for server in servers:
+        log("%s on port %d, pid %d, RSS %.1f MiB" % (server.name, server.port, server.process.pid,
+                                                    rss[server.name][0] / 1024))
+    results = {server.name: {} for server in servers}
+    for round_index in range(args.rounds):
+        for workload in workloads:
+            order = servers if round_index % 2 == 0 else list(reversed(servers))
+            for server in order:
+                result = measure(server, workload, cluster, args)
+                results[server.name].setdefault(workload, []).append(result)
+                log("round %d  %-5s %-20s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  CPU %6.1f µs/req  "
+                    "PostgreSQL CPU %6.1f µs/req  RSS %5.1f MiB"
+                    % (round_index + 1, workload, server.name, result["rps"], result["p50_us"] / 1000,
+                       result["p99_us"] / 1000, result["cpu_us"], result["db_cpu_us"],
+                       server.status_kib("VmRSS") / 1024))
+    for server in servers:
+        rss[server.name][1] = server.status_kib("VmRSS")
+        rss[server.name][2] = server.status_kib("VmHWM")
+    for server in servers:
+        server.stop()
+    names = [server.name for server in servers]
+    if len(names) == 2:
+        print(markdown(results, rss, args, names))
+    else:
+        for name in names:
+            for workload, runs in results[name].items():
+                print("%s %s: %.0f req/s, p50 %.2f ms, p99 %.2f ms" % (
+                    name, workload, statistics.median(r["rps"] for r in runs),
+                    statistics.median(r["p50_us"] for r in runs) / 1000,
+                    statistics.median(r["p99_us"] for r in runs) / 1000))
+            print("%s RSS before %.1f MiB, after %.1f MiB, peak %.1f MiB" % (
+                name, rss[name][0] / 1024, rss[name][1] / 1024, rss[name][2] / 1024))
+    cleanup()
+
+
+if __name__ == "__main__":
+    main()
