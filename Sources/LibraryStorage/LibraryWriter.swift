@@ -10,9 +10,14 @@ package final class LibraryWriter {
     let session: SQLSession
     private(set) var items: [ChangeItem] = []
     private var itemIndex: [String: Int] = [:]
+    /// The outcome of this write's fast-path statement, already run by `PGWriter` in a pipeline
+    /// with others: `.some(nil)` when it changed no row. Taken by `patchBook` instead of running
+    /// the statement; nil once taken.
+    var prefetched: SQLRow??
 
-    init(session: SQLSession) {
+    init(session: SQLSession, prefetched: SQLRow?? = nil) {
         self.session = session
+        self.prefetched = prefetched
     }
 
     /// Reads within the same transaction.
@@ -140,6 +145,9 @@ package final class LibraryWriter {
     /// exists, passes the precondition and holds another value, so a row back means exactly that
     /// field changed. Anything else (no row: missing, stale or unchanged; several fields; a move;
     /// invalid values) takes `updateBook`, which reads first and answers 404, 422, 412 in order.
+    ///
+    /// Being one statement that either is the whole write or changes nothing, it can be sent ahead
+    /// of time: PostgreSQL's writer pipelines a batch's fast paths (`SQLSession.probe`, `prefetched`).
     package func patchBook(id: String, if precondition: Precondition, _ patch: BookPatch) throws -> BookRecord {
         if let (field, column, value) = patch.singleColumn, patch.validate().isEmpty {
             var sql = "UPDATE books SET \(column) = ?1, version = version + 1, updated_at = ?2 WHERE id = ?3"
@@ -154,7 +162,15 @@ package final class LibraryWriter {
                 values += versions.map { .int($0) }
             }
             sql += " AND \(column) IS DISTINCT FROM ?1 RETURNING \(LibraryReader.bookColumns)"
-            if let book = try session.first(sql, values, LibraryReader.book) {
+            if case .probe = session { throw FastPathProbe.fastPath(sql: sql, values: values) }
+            let row: BookRecord?
+            if let prefetched {
+                row = prefetched.map(LibraryReader.book)
+                self.prefetched = nil
+            } else {
+                row = try session.first(sql, values, LibraryReader.book)
+            }
+            if let book = row {
                 // The row came back, so the field changed: `available` was the other value; no
                 // other field a filter tests can take this path (`singleColumn`).
                 var before = book.keys

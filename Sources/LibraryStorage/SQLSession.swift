@@ -10,6 +10,9 @@ import SQLite
 package enum SQLSession {
     case sqlite(Connection)
     case postgres(PGConnection)
+    /// No connection: every statement throws `FastPathProbe.notFastPath`. `PGWriter` runs a write
+    /// on it first to learn whether it is one fast-path statement (`LibraryWriter.patchBook`).
+    case probe
 
     /// The first row `sql` returns, through `transform`; nil when there is none.
     package func first<T>(_ sql: String, _ values: [SQLiteValue] = [], _ transform: (SQLRow) throws -> T) throws
@@ -21,6 +24,8 @@ package enum SQLSession {
         case .postgres(let connection):
             let result = try connection.query(Self.postgresSQL(sql), values.map(Self.postgresValue))
             return result.count == 0 ? nil : try transform(SQLRow(.postgres(result, 0)))
+        case .probe:
+            throw FastPathProbe.notFastPath
         }
     }
 
@@ -32,6 +37,8 @@ package enum SQLSession {
         case .postgres(let connection):
             let result = try connection.query(Self.postgresSQL(sql), values.map(Self.postgresValue))
             return try (0..<result.count).map { try transform(SQLRow(.postgres(result, $0))) }
+        case .probe:
+            throw FastPathProbe.notFastPath
         }
     }
 
@@ -43,6 +50,8 @@ package enum SQLSession {
             return try connection.statement(sql).run(values)
         case .postgres(let connection):
             return try connection.query(Self.postgresSQL(sql), values.map(Self.postgresValue)).affectedRows
+        case .probe:
+            throw FastPathProbe.notFastPath
         }
     }
 
@@ -51,6 +60,7 @@ package enum SQLSession {
         switch self {
         case .sqlite(let connection): try connection.execute(sql)
         case .postgres(let connection): try connection.executeScript(sql)
+        case .probe: throw FastPathProbe.notFastPath
         }
     }
 
@@ -60,6 +70,7 @@ package enum SQLSession {
         switch self {
         case .sqlite(let connection): try connection.execute("BEGIN")
         case .postgres(let connection): try connection.executeScript("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        case .probe: throw FastPathProbe.notFastPath
         }
     }
 
@@ -68,6 +79,7 @@ package enum SQLSession {
         switch self {
         case .sqlite(let connection): connection.rollback()
         case .postgres(let connection): _ = try? connection.executeScript("ROLLBACK")
+        case .probe: break
         }
     }
 
@@ -107,6 +119,14 @@ package enum SQLSession {
     }
 }
 
+/// What a write run on `SQLSession.probe` found.
+enum FastPathProbe: Error {
+    /// The write is this one statement: it changes one row, or nothing, and returns the row.
+    case fastPath(sql: String, values: [SQLiteValue])
+    /// The write needs statements it chooses as it goes: it runs normally.
+    case notFastPath
+}
+
 /// One row of a result, of either engine, read by column index.
 package struct SQLRow {
     fileprivate enum Source {
@@ -118,6 +138,11 @@ package struct SQLRow {
 
     fileprivate init(_ source: Source) {
         self.source = source
+    }
+
+    /// The first row of a PostgreSQL result, if it has one.
+    static func first(of result: PGResult) -> SQLRow? {
+        result.count == 0 ? nil : SQLRow(.postgres(result, 0))
     }
 
     package func isNull(_ index: Int32) -> Bool {

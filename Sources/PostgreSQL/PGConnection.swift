@@ -26,6 +26,8 @@ package final class PGConnection {
     private let handle: OpaquePointer
     /// The name of each statement `query` prepared on this connection, by its SQL.
     private var prepared: [String: String] = [:]
+    /// Set when a pipeline broke off: the connection is out of step and must be replaced.
+    private var broken = false
 
     /// Connects with a libpq connection string or URI (`postgres://user@host:port/db`).
     ///
@@ -56,8 +58,8 @@ package final class PGConnection {
 
     deinit { PQfinish(handle) }
 
-    /// Whether the connection is still usable (libpq noticed no failure on it).
-    package var isOpen: Bool { PQstatus(handle) == CONNECTION_OK }
+    /// Whether the connection is still usable (libpq noticed no failure on it, nor did a pipeline).
+    package var isOpen: Bool { !broken && PQstatus(handle) == CONNECTION_OK }
 
     /// Runs one statement with `values` bound to `$1`, `$2`…, and returns its rows (if any).
     @discardableResult
@@ -82,18 +84,7 @@ package final class PGConnection {
     /// and executed by name after that: the server parses and plans it once.
     @discardableResult
     package func query(_ sql: String, _ values: [PGValue] = []) throws(PGError) -> PGResult {
-        let name: String
-        if let known = prepared[sql] {
-            name = known
-        } else {
-            name = "s\(prepared.count)"
-            guard let result = PQprepare(handle, name, sql, 0, nil) else {
-                throw PGError(sqlState: "", message: Self.message(of: handle))
-            }
-            defer { PQclear(result) }
-            guard PQresultStatus(result) == PGRES_COMMAND_OK else { throw Self.error(of: result, on: handle) }
-            prepared[sql] = name
-        }
+        let name = try statementName(sql)
         let texts = values.map(\.text)
         let result: OpaquePointer? = withCStrings(texts) { pointers in
             PQexecPrepared(handle, name, Int32(values.count), pointers, nil, nil, 0)
@@ -107,6 +98,82 @@ package final class PGConnection {
             PQclear(result)
             throw error
         }
+    }
+
+    /// The name `sql` is prepared under on this connection, preparing it the first time.
+    private func statementName(_ sql: String) throws(PGError) -> String {
+        if let known = prepared[sql] { return known }
+        let name = "s\(prepared.count)"
+        guard let result = PQprepare(handle, name, sql, 0, nil) else {
+            throw PGError(sqlState: "", message: Self.message(of: handle))
+        }
+        defer { PQclear(result) }
+        guard PQresultStatus(result) == PGRES_COMMAND_OK else { throw Self.error(of: result, on: handle) }
+        prepared[sql] = name
+        return name
+    }
+
+    /// Runs `statements` in libpq's pipeline mode: all of them sent at once, their results read
+    /// after, so that they cost one round trip instead of one each. They run in order, as if
+    /// sent one by one; when one fails the rest are skipped and this throws its error (inside a
+    /// transaction, which is then aborted).
+    package func pipeline(_ statements: [(sql: String, values: [PGValue])]) throws(PGError) -> [PGResult] {
+        let names = try statements.map { statement throws(PGError) in try statementName(statement.sql) }
+        guard PQenterPipelineMode(handle) == 1 else { throw PGError(sqlState: "", message: Self.message(of: handle)) }
+        var results: [PGResult] = []
+        var failure: PGError?
+        for (name, statement) in zip(names, statements) {
+            let sent = withCStrings(statement.values.map(\.text)) { pointers in
+                PQsendQueryPrepared(handle, name, Int32(statement.values.count), pointers, nil, nil, 0)
+            }
+            if sent != 1 {
+                failure = PGError(sqlState: "", message: Self.message(of: handle))
+                break
+            }
+        }
+        if failure == nil, PQpipelineSync(handle) != 1 {
+            failure = PGError(sqlState: "", message: Self.message(of: handle))
+        }
+        if let failure {
+            // A pipeline cut short cannot be read back in step: the connection is given up.
+            broken = true
+            throw failure
+        }
+        // Each statement's result, then a null; after the last, the sync's result. Nulls in a
+        // row beyond one per statement mean the connection is gone.
+        var nulls = 0
+        while true {
+            guard let result = PQgetResult(handle) else {
+                nulls += 1
+                if PQstatus(handle) != CONNECTION_OK || nulls > statements.count + 1 {
+                    broken = true
+                    failure = failure ?? PGError(sqlState: "", message: Self.message(of: handle))
+                    break
+                }
+                continue
+            }
+            nulls = 0
+            let status = PQresultStatus(result)
+            if status == PGRES_PIPELINE_SYNC {
+                PQclear(result)
+                break
+            }
+            switch status {
+            case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
+                results.append(PGResult(result))
+            case PGRES_PIPELINE_ABORTED:
+                PQclear(result)
+            default:
+                failure = failure ?? Self.error(of: result, on: handle)
+                PQclear(result)
+            }
+        }
+        _ = PQexitPipelineMode(handle)
+        if let failure { throw failure }
+        guard results.count == statements.count else {
+            throw PGError(sqlState: "", message: "a pipeline returned \(results.count) results for \(statements.count)")
+        }
+        return results
     }
 
     /// The connection's socket, for `poll` while waiting for notifications.

@@ -123,6 +123,38 @@ final class PGWriter: Sendable {
         }
     }
 
+    /// Sends the fast-path statements of `writes` (`LibraryWriter.patchBook`: one statement that
+    /// is the whole write, or changes nothing) in one pipeline, and returns the order to run the
+    /// writes in: first those whose statement changed their row, with its result, then the rest,
+    /// each in the order they came, run as usual.
+    ///
+    /// That is a serial order of the batch: a fast path that found its row is its whole write and
+    /// ran before anything else the batch does; one that changed nothing runs again, later, and
+    /// sees whatever the writes before it did. A batch's writes are concurrent requests (none
+    /// has been answered), so any serial order is a correct one.
+    private func pipelineFastPaths(_ writes: [any PGWrite], on connection: PGConnection, enabled: Bool) throws(PGError)
+        -> [(any PGWrite, prefetched: SQLRow?)]
+    {
+        guard enabled, writes.count > 1 else { return writes.map { ($0, nil) } }
+        var statements: [(index: Int, sql: String, values: [PGValue])] = []
+        for (index, write) in writes.enumerated() {
+            do {
+                _ = try write.run(LibraryWriter(session: .probe))
+            } catch FastPathProbe.fastPath(let sql, let values) {
+                statements.append(
+                    (index, SQLSession.postgresSQL(sql), values.map(SQLSession.postgresValue)))
+            } catch {}
+        }
+        guard statements.count > 1 else { return writes.map { ($0, nil) } }
+        let results = try connection.pipeline(statements.map { ($0.sql, $0.values) })
+        var rows: [Int: SQLRow] = [:]
+        for (statement, result) in zip(statements, results) {
+            if let row = SQLRow.first(of: result) { rows[statement.index] = row }
+        }
+        let found = writes.indices.filter { rows[$0] != nil }.map { (writes[$0], rows[$0]) }
+        return found + writes.indices.filter { rows[$0] == nil }.map { (writes[$0], nil) }
+    }
+
     /// Commits `writes` in one transaction, each finished in order once it has committed.
     ///
     /// No savepoints (a round trip each). A write that fails before changing anything (not
@@ -132,6 +164,7 @@ final class PGWriter: Sendable {
     /// finished before its commit, so nobody has seen the undone attempt.
     private func commit(_ writes: [any PGWrite]) {
         var remaining = writes[...]
+        var pipelining = true
         while !remaining.isEmpty {
             let started = ContinuousClock.now
             let connection: PGConnection
@@ -153,9 +186,28 @@ final class PGWriter: Sendable {
             var done: [(any PGWrite, CommittedChange?)] = []
             var rows: [[SQLiteValue]] = []
             var retry = false
-            while let write = remaining.popFirst() {
+            var ordered: [(any PGWrite, prefetched: SQLRow?)]
+            do {
+                ordered = try pipelineFastPaths(Array(remaining), on: connection, enabled: pipelining)
+            } catch {
+                session.rollback()
+                if error.isConnectionFailure {
+                    self.connection = nil
+                    remaining.forEach { $0.finish(nil, error) }
+                    return
+                }
+                pipelining = false
+                continue
+            }
+            remaining = []
+            while !ordered.isEmpty {
+                let (write, prefetched) = ordered.removeFirst()
                 do {
-                    let items = try write.run(LibraryWriter(session: session))
+                    let writer = LibraryWriter(session: session, prefetched: prefetched.map { .some($0) })
+                    let items = try write.run(writer)
+                    if prefetched != nil, writer.prefetched != nil {
+                        throw StoreError(.internal, detail: "a write did not take its pipelined statement's result")
+                    }
                     var change: CommittedChange?
                     if !items.isEmpty {
                         rows += try ChangeLog.rows(items, as: latest + 1)
@@ -163,18 +215,20 @@ final class PGWriter: Sendable {
                         change = CommittedChange(seq: latest, items: items)
                     }
                     done.append((write, change))
-                } catch let error as StoreError {
+                } catch let error as StoreError where prefetched == nil {
                     write.finish(nil, error)
                 } catch {
+                    // Aborted in SQL, or (with a pipelined result) after its statement ran.
                     write.finish(nil, error)
                     session.rollback()
-                    if (error as? PGError)?.isConnectionFailure ?? true {
+                    if (error as? PGError)?.isConnectionFailure ?? !(error is StoreError) {
                         self.connection = nil
-                        remaining.forEach { $0.finish(nil, error) }
+                        ordered.forEach { $0.0.finish(nil, error) }
                         done.forEach { $0.0.finish(nil, error) }
                         return
                     }
-                    remaining = done.map(\.0)[...] + remaining
+                    remaining = (done.map(\.0) + ordered.map(\.0))[...]
+                    pipelining = false
                     retry = true
                     break
                 }
