@@ -149,7 +149,10 @@ package final class LibraryWriter {
     /// Being one statement that either is the whole write or changes nothing, it can be sent ahead
     /// of time: PostgreSQL's writer pipelines a batch's fast paths (`SQLSession.probe`, `prefetched`).
     package func patchBook(id: String, if precondition: Precondition, _ patch: BookPatch) throws -> BookRecord {
-        if let (field, column, value) = patch.singleColumn, patch.validate().isEmpty {
+        // At most 8 `If-Match` tags: each count is a statement of its own, prepared and kept.
+        var fewTags = true
+        if case .versions(let versions) = precondition { fewTags = versions.count <= 8 }
+        if let (field, column, value) = patch.singleColumn, patch.validate().isEmpty, fewTags {
             var sql = "UPDATE books SET \(column) = ?1, version = version + 1, updated_at = ?2 WHERE id = ?3"
             var values: [SQLiteValue] = [value, .text(Timestamp.now()), .text(id)]
             if case .versions(let versions) = precondition {

@@ -80,35 +80,43 @@ final class ChangeFeed: Sendable {
     }
 
     func close() {
+        var byte: UInt8 = 1
         state.withLock { $0.stopping = true }
-        poke()
+        _ = Glibc.write(wake.write, &byte, 1)
         stopped.wait()
         Glibc.close(wake.read)
         Glibc.close(wake.write)
     }
 
     private func poke() {
-        var byte: UInt8 = 1
-        _ = Glibc.write(wake.write, &byte, 1)
+        // Under the lock, and never after `close` began: then the descriptor may belong to
+        // something else.
+        state.withLock { state in
+            guard !state.stopping else { return }
+            var byte: UInt8 = 1
+            _ = Glibc.write(wake.write, &byte, 1)
+        }
     }
 
     private var stopping: Bool { state.withLock { $0.stopping } }
 
     private func listen() {
-        var backoff = 50
+        var backoff = 0
         while !stopping {
+            // Every reconnection waits, longer each time until one catches up (a failing read
+            // must not turn into a loop of new connections).
+            if backoff > 0 { pause(milliseconds: backoff) }
+            backoff = min(max(backoff * 2, 50), 1_000)
             let connection: PGConnection
             do {
                 connection = try PGConnection(uri)
                 try connection.executeScript("LISTEN \"\(channel)\"")
-                backoff = 50
+                // Whatever was committed while this replica was not listening.
+                try catchUp(connection)
+                backoff = 0
             } catch {
-                pause(milliseconds: backoff)
-                backoff = min(backoff * 2, 1_000)
                 continue
             }
-            // Whatever was committed while this replica was not listening.
-            guard (try? catchUp(connection)) != nil else { continue }
             while !stopping {
                 var fds = [
                     pollfd(fd: connection.socket, events: Int16(POLLIN), revents: 0),

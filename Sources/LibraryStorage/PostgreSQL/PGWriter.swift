@@ -26,6 +26,7 @@ final class PGWriter: Sendable {
     private struct Pending {
         var writes: [any PGWrite] = []
         var scheduled = false
+        var closed = false
     }
 
     static let maximumBatch = 64
@@ -40,7 +41,14 @@ final class PGWriter: Sendable {
     private nonisolated(unsafe) var connection: PGConnection?
     /// Told of each batch's committed changes, in id order, before the writes are finished.
     private let committed: @Sendable ([CommittedChange]) -> Void
-    private let transactionObserver: Mutex<(@Sendable (Duration, Int) -> Void)?> = Mutex(nil)
+    /// In a struct: a bare closure read out of a `Mutex` (`withLock { $0 }`) is written back
+    /// wrapped in one more pair of reabstraction thunks per read, so each batch would be slower
+    /// than the last (swiftlang/swift#91348; `LibraryStore` keeps its observers the same way).
+    private struct TransactionObserver: Sendable {
+        let notify: @Sendable (Duration, Int) -> Void
+    }
+
+    private let transactionObserver = Mutex<TransactionObserver?>(nil)
 
     init(
         uri: String, lockKey: Int, channel: String, history: Int,
@@ -54,20 +62,27 @@ final class PGWriter: Sendable {
     }
 
     func observeTransactions(_ observer: @escaping @Sendable (Duration, Int) -> Void) {
-        transactionObserver.withLock { $0 = observer }
+        transactionObserver.withLock { $0 = TransactionObserver(notify: observer) }
     }
 
     func write(_ write: any PGWrite) {
-        let schedule = pending.withLock { state in
+        let schedule = pending.withLock { state -> Bool? in
+            guard !state.closed else { return nil }
             state.writes.append(write)
             defer { state.scheduled = true }
             return !state.scheduled
         }
+        guard let schedule else {
+            return write.finish(nil, PGError(sqlState: "57P01", message: "the store is closing"))
+        }
         if schedule { queue.async { self.commitPending() } }
     }
 
-    /// Waits for the writes queued now, then closes the connection.
+    /// Refuses new writes, waits for those queued (each batch schedules the next), then closes
+    /// the connection.
     func close() {
+        pending.withLock { $0.closed = true }
+        while pending.withLock({ $0.scheduled }) { queue.sync {} }
         queue.sync { connection = nil }
     }
 
@@ -75,6 +90,15 @@ final class PGWriter: Sendable {
         if let connection, connection.isOpen { return connection }
         connection = nil
         let opened = try PGConnection(uri)
+        // Every replica's writes wait for this connection's lock while it holds it: if this
+        // replica vanishes mid-transaction, the server must notice soon (keepalives) and end the
+        // transaction (idle timeout); waiting for another replica's lock, or a row, ends in a 503
+        // after 10 s rather than never.
+        try opened.executeScript(
+            """
+            SET idle_in_transaction_session_timeout = '30s'; SET lock_timeout = '10s';
+            SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3
+            """)
         connection = opened
         return opened
     }
@@ -155,35 +179,49 @@ final class PGWriter: Sendable {
         return found + writes.indices.filter { rows[$0] == nil }.map { (writes[$0], nil) }
     }
 
-    /// Commits `writes` in one transaction, each finished in order once it has committed.
+    /// Commits `writes` in one transaction, each finished once it has committed.
     ///
     /// No savepoints (a round trip each). A write that fails before changing anything (not
     /// found, invalid, stale `If-Match`: a `StoreError` from `LibraryWriter`, which checks before
-    /// it writes) leaves the transaction as it was. One that fails in SQL aborts the transaction:
-    /// it is rolled back and the writes before it run again in a new one; no write has been
-    /// finished before its commit, so nobody has seen the undone attempt.
+    /// it writes) leaves the transaction as it was; its answer, which may depend on the writes
+    /// before it, waits for the commit too (a 503 if the commit fails). One that fails in SQL
+    /// aborts the transaction: it is rolled back and the others run again in a new one; no write
+    /// has been answered before its commit, so nobody has seen the undone attempt.
     private func commit(_ writes: [any PGWrite]) {
         var remaining = writes[...]
         var pipelining = true
+        var reconnected = false
         while !remaining.isEmpty {
             let started = ContinuousClock.now
             let connection: PGConnection
             var latest: Int
             do {
                 connection = try open()
+                // READ COMMITTED whatever the server's default: `max(item)` must see the commit
+                // of whoever held the lock before, which a snapshot taken earlier would not.
                 let last = try connection.executeScript(
                     """
-                    BEGIN; SELECT pg_advisory_xact_lock(\(lockKey)); SELECT max(item) FROM change_log
+                    BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(\(lockKey));
+                    SELECT max(item) FROM change_log
                     """)
                 latest = (last.int(0, 0) ?? 0) >> ChangeLog.itemBits
             } catch {
-                if error.isConnectionFailure { self.connection = nil }
+                // Never keep a connection whose transaction may be open and aborted.
+                let stale = self.connection != nil
+                self.connection = nil
+                // A connection found dead at its first statement (the server restarted since):
+                // nothing ran, so one new connection may try again at once.
+                if error.isConnectionFailure, stale, !reconnected {
+                    reconnected = true
+                    continue
+                }
                 remaining.forEach { $0.finish(nil, error) }
                 return
             }
             let session = SQLSession.postgres(connection)
             let first = latest
-            var done: [(any PGWrite, CommittedChange?)] = []
+            /// Each write run, with its change (nil: it changed nothing) or why it was refused.
+            var done: [(any PGWrite, Result<CommittedChange?, StoreError>)] = []
             var rows: [[SQLiteValue]] = []
             var retry = false
             var ordered: [(any PGWrite, prefetched: SQLRow?)]
@@ -202,9 +240,15 @@ final class PGWriter: Sendable {
             remaining = []
             while !ordered.isEmpty {
                 let (write, prefetched) = ordered.removeFirst()
+                let items: [ChangeItem]
                 do {
                     let writer = LibraryWriter(session: session, prefetched: prefetched.map { .some($0) })
-                    let items = try write.run(writer)
+                    do {
+                        items = try write.run(writer)
+                    } catch let error as StoreError where prefetched == nil {
+                        done.append((write, .failure(error)))
+                        continue
+                    }
                     if prefetched != nil, writer.prefetched != nil {
                         throw StoreError(.internal, detail: "a write did not take its pipelined statement's result")
                     }
@@ -214,11 +258,10 @@ final class PGWriter: Sendable {
                         latest += 1
                         change = CommittedChange(seq: latest, items: items)
                     }
-                    done.append((write, change))
-                } catch let error as StoreError where prefetched == nil {
-                    write.finish(nil, error)
+                    done.append((write, .success(change)))
                 } catch {
-                    // Aborted in SQL, or (with a pipelined result) after its statement ran.
+                    // Aborted in SQL, or failed after its statements ran: the whole transaction
+                    // is rolled back; this write fails, the others run again.
                     write.finish(nil, error)
                     session.rollback()
                     if (error as? PGError)?.isConnectionFailure ?? !(error is StoreError) {
@@ -234,7 +277,7 @@ final class PGWriter: Sendable {
                 }
             }
             if retry { continue }
-            let changes = done.compactMap(\.1)
+            let changes = done.compactMap { try? $0.1.get() }
             do {
                 if !rows.isEmpty {
                     try session.run(Self.insertLog, Self.columnArrays(rows))
@@ -254,9 +297,15 @@ final class PGWriter: Sendable {
                 done.forEach { $0.0.finish(nil, error) }
                 return
             }
-            transactionObserver.withLock { $0 }?(ContinuousClock.now - started, done.count)
+            let succeeded = done.filter { if case .success = $0.1 { true } else { false } }.count
+            transactionObserver.withLock { $0 }?.notify(ContinuousClock.now - started, succeeded)
             if !changes.isEmpty { committed(changes) }
-            done.forEach { $0.0.finish($0.1, nil) }
+            for (write, outcome) in done {
+                switch outcome {
+                case .success(let change): write.finish(change, nil)
+                case .failure(let error): write.finish(nil, error)
+                }
+            }
         }
     }
 }
