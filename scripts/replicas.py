@@ -47,7 +47,7 @@ import urllib.parse
 from collections import defaultdict
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import HOST, Report, parse_headers, shorten  # noqa: E402
+from harness import HOST, Report, dechunk, next_event, parse_headers, shorten  # noqa: E402
 
 NAME = "replicas"
 IO_TIMEOUT = 5.0  # seconds for one REST request
@@ -291,38 +291,10 @@ class EventStream:
         return status, headers, body
 
     def _dechunk(self):
-        if "chunked" not in self.headers.get("transfer-encoding", ""):
-            self.text, self.raw = self.text + self.raw, b""
-            return
-        while not self.ended:
-            line_end = self.raw.find(b"\r\n")
-            if line_end < 0:
-                return
-            size = int(self.raw[:line_end].split(b";")[0], 16)
-            if size == 0:
-                self.ended = True
-                return
-            if len(self.raw) < line_end + 2 + size + 2:
-                return
-            self.text += self.raw[line_end + 2:line_end + 2 + size]
-            self.raw = self.raw[line_end + 2 + size + 2:]
+        dechunk(self)
 
     def _parse(self):
-        while b"\n\n" in self.text:
-            block, self.text = self.text.split(b"\n\n", 1)
-            kind, event_id, data = "message", None, []
-            for line in block.decode("utf-8").split("\n"):
-                name, _, value = line.partition(":")
-                value = value[1:] if value.startswith(" ") else value
-                if name == "event":
-                    kind = value
-                elif name == "id":
-                    event_id = int(value)
-                elif name == "data":
-                    data.append(value)
-            if data:
-                return kind, event_id, json.loads("\n".join(data))
-        return None
+        return next_event(self)
 
     def next_event(self, timeout):
         deadline = time.monotonic() + timeout

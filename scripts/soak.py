@@ -75,7 +75,8 @@ from collections import deque
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import HOST, Report, Server, parse_headers, parse_metrics, shorten, start_watchdog  # noqa: E402
+from harness import (  # noqa: E402
+    HOST, Report, Server, dechunk, next_event, parse_headers, parse_metrics, shorten, start_watchdog)
 
 NAME = "soak"
 IO_TIMEOUT = 10.0  # seconds for any one socket operation
@@ -600,39 +601,12 @@ class EventStream:
         return status, headers, json.loads(self.raw[:length]) if length else None
 
     def _dechunk(self):
-        if "chunked" not in self.headers.get("transfer-encoding", ""):
-            self.text, self.raw = self.text + self.raw, b""
-            return
-        while not self.ended:
-            line_end = self.raw.find(b"\r\n")
-            if line_end < 0:
-                return
-            size = int(self.raw[:line_end].split(b";")[0], 16)
-            if size == 0:
-                self.ended = True
-                return
-            if len(self.raw) < line_end + 2 + size + 2:
-                return
-            self.text += self.raw[line_end + 2:line_end + 2 + size]
-            self.raw = self.raw[line_end + 2 + size + 2:]
+        dechunk(self)
 
     def _parse(self):
         """The next complete event in `text`, or None; comments and `retry:` blocks are skipped."""
-        while b"\n\n" in self.text:
-            block, self.text = self.text.split(b"\n\n", 1)
-            kind, event_id, data = "message", None, []
-            for line in block.decode("utf-8").split("\n"):
-                name, _, value = line.partition(":")
-                value = value[1:] if value.startswith(" ") else value
-                if name == "event":
-                    kind = value
-                elif name == "id":
-                    event_id = int(value)
-                elif name == "data":
-                    data.append(value)
-            if data:
-                return Event(kind, event_id, json.loads("\n".join(data)))
-        return None
+        event = next_event(self)
+        return Event(*event) if event else None
 
     def next_event(self, timeout):
         """The next event within `timeout` seconds, or None. Raises StreamEnded."""

@@ -66,12 +66,17 @@ package final class PGConnection {
     package func execute(_ sql: String, _ values: [PGValue] = []) throws(PGError) -> PGResult {
         let texts = values.map(\.text)
         // libpq copies the parameters before returning: the C strings need to live only this long.
-        let result: OpaquePointer? = withCStrings(texts) { pointers in
-            PQexecParams(handle, sql, Int32(values.count), nil, pointers, nil, nil, 0)
-        }
+        return try checked(
+            withCStrings(texts) { pointers in
+                PQexecParams(handle, sql, Int32(values.count), nil, pointers, nil, nil, 0)
+            })
+    }
+
+    /// The rows of a statement's result, or its error (the result then freed).
+    private func checked(_ result: OpaquePointer?) throws(PGError) -> PGResult {
         guard let result else { throw PGError(sqlState: "", message: Self.message(of: handle)) }
         switch PQresultStatus(result) {
-        case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
             return PGResult(result)
         default:
             let error = Self.error(of: result, on: handle)
@@ -86,18 +91,10 @@ package final class PGConnection {
     package func query(_ sql: String, _ values: [PGValue] = []) throws(PGError) -> PGResult {
         let name = try statementName(sql)
         let texts = values.map(\.text)
-        let result: OpaquePointer? = withCStrings(texts) { pointers in
-            PQexecPrepared(handle, name, Int32(values.count), pointers, nil, nil, 0)
-        }
-        guard let result else { throw PGError(sqlState: "", message: Self.message(of: handle)) }
-        switch PQresultStatus(result) {
-        case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
-            return PGResult(result)
-        default:
-            let error = Self.error(of: result, on: handle)
-            PQclear(result)
-            throw error
-        }
+        return try checked(
+            withCStrings(texts) { pointers in
+                PQexecPrepared(handle, name, Int32(values.count), pointers, nil, nil, 0)
+            })
     }
 
     /// The name `sql` is prepared under on this connection, preparing it the first time.
@@ -197,15 +194,7 @@ package final class PGConnection {
     /// several statements sent in one round trip), and returns the last statement's rows.
     @discardableResult
     package func executeScript(_ sql: String) throws(PGError) -> PGResult {
-        guard let result = PQexec(handle, sql) else { throw PGError(sqlState: "", message: Self.message(of: handle)) }
-        switch PQresultStatus(result) {
-        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
-            return PGResult(result)
-        default:
-            let error = Self.error(of: result, on: handle)
-            PQclear(result)
-            throw error
-        }
+        try checked(PQexec(handle, sql))
     }
 
     private static func error(of result: OpaquePointer, on handle: OpaquePointer) -> PGError {

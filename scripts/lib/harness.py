@@ -26,8 +26,12 @@ Provides
   shorten(text, limit)      text cut to limit characters, control characters escaped, for printing
   parse_headers(head)       a response head's header fields as {lowercase name: value}
   parse_metrics(text)       GET /metrics as {name or name{labels}: value}
+  dechunk(stream)           an event stream's body bytes moved from stream.raw to stream.text,
+                            chunked framing undone (stream.headers, stream.ended)
+  next_event(stream)        the next complete event in stream.text as (kind, id, data), or None
 """
 
+import json
 import os
 import re
 import select
@@ -223,3 +227,45 @@ def parse_metrics(text):
             name, _, value = line.rpartition(" ")
             metrics[name] = float(value)
     return metrics
+
+
+# --- event streams read off a raw socket ----------------------------------------------------
+def dechunk(stream):
+    """Moves what `stream.raw` holds of the body into `stream.text`, undoing chunked framing
+    (when `stream.headers` say so); sets `stream.ended` at the last chunk. A chunk not yet whole
+    stays in `raw`."""
+    if "chunked" not in stream.headers.get("transfer-encoding", ""):
+        stream.text, stream.raw = stream.text + stream.raw, b""
+        return
+    while not stream.ended:
+        line_end = stream.raw.find(b"\r\n")
+        if line_end < 0:
+            return
+        size = int(stream.raw[:line_end].split(b";")[0], 16)
+        if size == 0:
+            stream.ended = True
+            return
+        if len(stream.raw) < line_end + 2 + size + 2:
+            return
+        stream.text += stream.raw[line_end + 2:line_end + 2 + size]
+        stream.raw = stream.raw[line_end + 2 + size + 2:]
+
+
+def next_event(stream):
+    """The next complete event in `stream.text` as (kind, id, data), data parsed as JSON, or None;
+    comments and `retry:` blocks are skipped."""
+    while b"\n\n" in stream.text:
+        block, stream.text = stream.text.split(b"\n\n", 1)
+        kind, event_id, data = "message", None, []
+        for line in block.decode("utf-8").split("\n"):
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "event":
+                kind = value
+            elif name == "id":
+                event_id = int(value)
+            elif name == "data":
+                data.append(value)
+        if data:
+            return kind, event_id, json.loads("\n".join(data))
+    return None
