@@ -65,6 +65,8 @@ let package = Package(
                 "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine",
                 .product(name: "Logging", package: "swift-log"),
             ],
+            // The console's files are embedded by the EmbedFiles plugin, not compiled or copied as resources.
+            exclude: ["Console"],
             swiftSettings: swiftSettings + fuzzSettings,
             plugins: ["EmbedFiles"]
         ),

@@ -4,7 +4,8 @@ import PackagePlugin
 /// Embeds package files into a target as Swift source, so the binary needs no files at run time.
 ///
 /// Which files a target gets is decided here by the target's name: the storage layer embeds the numbered
-/// migrations (the only source of the schema), the API embeds the OpenAPI document it serves.
+/// migrations (the only source of the schema), the API embeds the OpenAPI document it serves and the
+/// console's files (`Sources/LibraryAPI/Console`, served at `/` and `/console/…`).
 @main
 struct EmbedFiles: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: any Target) throws -> [Command] {
@@ -18,7 +19,14 @@ struct EmbedFiles: BuildToolPlugin {
                     context, "EmbeddedPostgresMigrations", sqlFiles(in: root.appending(path: "Migrations/postgres"))),
             ]
         case "LibraryAPI":
-            return [try command(context, "EmbeddedSpec", [root.appending(path: "openapi.yaml")])]
+            let console = root.appending(path: "Sources/LibraryAPI/Console")
+            let consoleFiles = try FileManager.default.contentsOfDirectory(at: console, includingPropertiesForKeys: nil)
+                .filter { !$0.lastPathComponent.hasPrefix(".") }
+                .sorted { $0.lastPathComponent < $1.lastPathComponent }
+            return [
+                try command(context, "EmbeddedSpec", [root.appending(path: "openapi.yaml")]),
+                try command(context, "EmbeddedConsole", consoleFiles),
+            ]
         default:
             return []
         }

@@ -9,13 +9,18 @@ package struct APIConfiguration: Sendable {
     package var corsOrigin: String?
     /// The names a request's `Host` header may carry; every host unless configured.
     package var allowedHosts: AllowedHosts
+    /// When set, the console's files are read from this folder on each request instead of the copy
+    /// embedded at build time: for working on the console without rebuilding.
+    package var consoleDirectory: String?
 
     package init(
         apiToken: String? = nil,
         readToken: String? = nil,
         corsOrigin: String? = nil,
-        allowedHosts: AllowedHosts = AllowedHosts(nil)
+        allowedHosts: AllowedHosts = AllowedHosts(nil),
+        consoleDirectory: String? = nil
     ) {
+        self.consoleDirectory = consoleDirectory
         self.apiToken = apiToken
         self.readToken = readToken
         self.corsOrigin = corsOrigin

@@ -21,6 +21,8 @@ package final class LibraryAPI: HTTPResponder {
     package let metrics = Metrics()
     /// The database check behind `/healthz`, shared by concurrent health checks.
     let healthProbe: HealthProbe
+    /// The browser console's files, served at `/` and `/console/…`.
+    let console: ConsoleFiles
 
     package init(store: any LibraryDatabase, hub: LiveHub, configuration: APIConfiguration, logger: Logger) {
         self.store = store
@@ -29,6 +31,7 @@ package final class LibraryAPI: HTTPResponder {
         self.cors = CORS(configuration.corsOrigin)
         self.logger = logger
         self.healthProbe = HealthProbe(store: store)
+        self.console = ConsoleFiles(directory: configuration.consoleDirectory)
         self.logsRequests = logger.logLevel <= .info
         reportMetrics()
     }
@@ -155,7 +158,7 @@ package final class LibraryAPI: HTTPResponder {
         switch (route, method) {
         case (_, "OPTIONS"): break  // CORS preflights carry no credentials
         case (_, "POST"), (_, "PUT"), (_, "PATCH"), (_, "DELETE"): try authorize(request)
-        case (.health, _), (.openAPI, _): break  // open to probes and tools, with no data in them
+        case (.health, _), (.openAPI, _), (.console, _): break  // open to probes, tools and browsers: no data in them
         case (.libraryEvents, _), (.bookEvents, _), (.librariesEvents, _), (.booksEvents, _), (.events, _):
             try authorizeRead(request, stream: true)
         default: try authorizeRead(request, stream: false)
@@ -195,6 +198,7 @@ package final class LibraryAPI: HTTPResponder {
         case (.health, _): health(exchange)
         case (.metrics, _): exchange.finish(metricsResponse())
         case (.openAPI, _): exchange.finish(specResponse())
+        case (.console(let name), _): exchange.finish(try consoleResponse(name, exchange.request))
         }
     }
 }

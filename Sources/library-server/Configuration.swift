@@ -14,6 +14,7 @@ struct Configuration: Sendable {
     var allowedHosts: [String]?
     var logLevel = Logger.Level.info
     var corsOrigin: String?
+    var consoleDirectory: String?
     var maxConnections = 19_000
     var heartbeatInterval = 15.0
     var history = 10_000
@@ -90,6 +91,11 @@ struct Configuration: Sendable {
             flag: "--cors-origin", variable: "LIBRARY_CORS_ORIGIN", placeholder: "O",
             help: "allow browsers on origin O (comma-separated, or *) to call the API", defaultText: "off"
         ) { $0.corsOrigin = $1.isEmpty ? nil : $1 },
+        Option(
+            flag: "--console-directory", variable: "LIBRARY_CONSOLE_DIRECTORY", placeholder: "DIR",
+            help: "serve the console at / from DIR, read on each request (for working on it), not the built-in copy",
+            defaultText: "the copy built into the binary"
+        ) { $0.consoleDirectory = $1.isEmpty ? nil : $1 },
         Option(
             flag: "--max-connections", variable: "LIBRARY_MAX_CONNECTIONS", placeholder: "N",
             help: "open connections past which new ones get 503", defaultText: "19000"

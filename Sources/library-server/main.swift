@@ -82,7 +82,8 @@ let api = LibraryAPI(
         readToken: configuration.readToken,
         corsOrigin: configuration.corsOrigin,
         allowedHosts: configuration.allowedHosts.map { AllowedHosts($0) }
-            ?? AllowedHosts.defaults(listenHost: configuration.host)
+            ?? AllowedHosts.defaults(listenHost: configuration.host),
+        consoleDirectory: configuration.consoleDirectory
     ),
     logger: logger
 )

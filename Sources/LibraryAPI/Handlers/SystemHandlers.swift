@@ -41,3 +41,27 @@ extension LibraryAPI {
         )
     }
 }
+
+extension LibraryAPI {
+    /// A console file with the page's security headers; a 304 when `If-None-Match` names its tag.
+    ///
+    /// `no-cache` (revalidate every time, a 304 costs a few bytes) rather than a lifetime, so a new
+    /// binary's console is never mixed with an old one's cached modules.
+    func consoleResponse(_ name: String, _ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        guard let file = console.file(named: name) else {
+            throw .notFound("The console has no file named \(name.prefix(64)).")
+        }
+        var headers = HTTPHeaders([
+            ("Cache-Control", "no-cache"), ("ETag", file.entityTag),
+            ("Content-Security-Policy", ConsoleFiles.contentSecurityPolicy), ("X-Content-Type-Options", "nosniff"),
+            ("Referrer-Policy", "no-referrer"),
+        ])
+        if try EntityTag.noneMatchHits(
+            request.headers["if-none-match"], opaque: String(file.entityTag.dropFirst().dropLast()))
+        {
+            return HTTPResponse(status: .notModified, headers: headers)
+        }
+        headers.set("Content-Type", file.contentType)
+        return HTTPResponse(status: .ok, headers: headers, body: file.body)
+    }
+}

@@ -22,9 +22,14 @@ enum EntityTag {
 
     /// Whether `If-None-Match` matches a resource at `version` (weak comparison), so a GET is a 304.
     static func noneMatchHits(_ header: String?, version: Int) throws(APIError) -> Bool {
+        try noneMatchHits(header, opaque: String(version))
+    }
+
+    /// Whether `If-None-Match` matches the tag whose quoted text is `opaque` (weak comparison).
+    static func noneMatchHits(_ header: String?, opaque: String) throws(APIError) -> Bool {
         guard let header else { return false }
         if header.trimmedOWS() == "*" { return true }
-        return try tags(header).contains { $0.opaque == String(version) }
+        return try tags(header).contains { $0.opaque == opaque }
     }
 
     /// The entity tags of a list: `#entity-tag`, where `entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE`,

@@ -19,6 +19,8 @@ enum Route: Sendable, Equatable {
     case health
     case metrics
     case openAPI
+    /// The browser console: `index.html` at `/`, its other files at `/console/NAME`.
+    case console(String)
 
     /// Matches a request path; 404 for no route, 400 for a malformed id or escape.
     ///
@@ -26,6 +28,10 @@ enum Route: Sendable, Equatable {
     /// `String`. A path with a `%` escape is decoded first, every segment, as before.
     init(path: Substring) throws(APIError) {
         guard path != "*" else { throw .notFound("No route matches *.") }
+        if path == "/" {
+            self = .console("index.html")
+            return
+        }
         let segments =
             PathSegments.hasEscape(path) ? try PathSegments(decoding: path) : PathSegments(path)
         func id(_ text: Substring, _ kind: String) throws(APIError) -> String {
@@ -46,6 +52,7 @@ enum Route: Sendable, Equatable {
         case 1 where matches(first, "events"): self = .events
         case 2 where matches(first, "libraries") && matches(second, "events"): self = .librariesEvents
         case 2 where matches(first, "books") && matches(second, "events"): self = .booksEvents
+        case 2 where matches(first, "console"): self = .console(String(second))
         case 2 where matches(first, "libraries"): self = .library(try id(second, "library"))
         case 2 where matches(first, "books"): self = .book(try id(second, "book"))
         case 3 where matches(first, "libraries") && matches(third, "books"):
@@ -77,6 +84,7 @@ enum Route: Sendable, Equatable {
         case .health: "/healthz"
         case .metrics: "/metrics"
         case .openAPI: "/openapi.yaml"
+        case .console: "/console"
         }
     }
 
@@ -87,7 +95,7 @@ enum Route: Sendable, Equatable {
         case .libraries, .books, .libraryBooks: Self.collectionMethods
         case .library, .book: Self.resourceMethods
         case .libraryEvents, .bookEvents, .librariesEvents, .booksEvents, .events: Self.streamMethods
-        case .health, .metrics, .openAPI: Self.readOnlyMethods
+        case .health, .metrics, .openAPI, .console: Self.readOnlyMethods
         }
     }
 
@@ -110,7 +118,7 @@ enum Route: Sendable, Equatable {
         case .libraries, .books, .libraryBooks: Self.collectionAllow
         case .library, .book: Self.resourceAllow
         case .libraryEvents, .bookEvents, .librariesEvents, .booksEvents, .events: Self.streamAllow
-        case .health, .metrics, .openAPI: Self.readOnlyAllow
+        case .health, .metrics, .openAPI, .console: Self.readOnlyAllow
         }
     }
 
