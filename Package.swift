@@ -39,8 +39,10 @@ let package = Package(
         // epoll and eventfd, which Glibc does not export to Swift.
         .target(name: "CSystemLinux"),
 
+        // SHA-256: migration checksums, and watch tags that must not collide.
+        .target(name: "Digest", swiftSettings: swiftSettings),
         // A small SQLite layer: connection, statement, migrator.
-        .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
+        .target(name: "SQLite", dependencies: ["CSQLite", "Digest"], swiftSettings: swiftSettings),
         // A small PostgreSQL layer over libpq: connection, parameters, results, migrator.
         .target(name: "PostgreSQL", dependencies: ["CLibPQ"], swiftSettings: swiftSettings),
         // HTTP/1.1 on non-blocking sockets and epoll. Knows nothing about books.
@@ -51,7 +53,7 @@ let package = Package(
         // reads, writes, the change log, and the change feed across replicas.
         .target(
             name: "LibraryStorage",
-            dependencies: ["LibraryDomain", "SQLite", "PostgreSQL"],
+            dependencies: ["LibraryDomain", "SQLite", "PostgreSQL", "Digest"],
             swiftSettings: swiftSettings,
             plugins: ["EmbedFiles"]
         ),
@@ -62,7 +64,7 @@ let package = Package(
         .target(
             name: "LibraryAPI",
             dependencies: [
-                "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine",
+                "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine", "Digest",
                 .product(name: "Logging", package: "swift-log"),
             ],
             // The console's files are embedded by the EmbedFiles plugin, not compiled or copied as resources.
@@ -96,7 +98,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swiftSettings),
         // A per-thread heap allocation counter (it defines malloc for the whole test executable).
         .target(name: "CAllocationCounter", path: "Tests/CAllocationCounter"),
-        .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: swiftSettings),
+        .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "Digest"], swiftSettings: swiftSettings),
         // Run against a real server when LIBRARY_TEST_POSTGRES is set (scripts/postgres-tests.sh).
         .testTarget(name: "PostgreSQLTests", dependencies: ["PostgreSQL"], swiftSettings: swiftSettings),
         .testTarget(

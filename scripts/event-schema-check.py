@@ -14,7 +14,7 @@ received must match its stream's event schema in openapi.yaml (`LibraryStreamEve
 send a snapshot, a change and a delete; each collection stream a snapshot spread over several
 `data:` lines with at least two items and changes with `added`, `removed` and `changed`; the
 multiplexed stream frames (no `event:` line, ids `<seq>.<tag>` strictly increasing, the tag the
-watches' FNV-1a hashes) with snapshot, change and delete entries, a multi-line collection snapshot
+watches' tags) with snapshot, change and delete entries, a multi-line collection snapshot
 among them, for the watches given only. With LIBRARY_API_TOKEN set, writes carry it; with
 LIBRARY_READ_TOKEN set, the library streams and the multiplexed one send it as `?access_token=`
 (as a browser's EventSource would) and the book streams as a header.
@@ -22,6 +22,8 @@ LIBRARY_READ_TOKEN set, the library streams and the multiplexed one send it as `
 Prints one line per event; exits 1 on any mismatch. Every wait is bounded (10 s per stream).
 """
 
+import base64
+import hashlib
 import http.client
 import json
 import os
@@ -105,12 +107,9 @@ def read_stream(url, path, headers, events, opened, done):
 ORDER = ("snapshot", "change", "delete")
 
 
-def fnv1a(text):
-    """The 32-bit FNV-1a hash of text's UTF-8, as 8 lowercase hex digits (a watch's part of a frame id)."""
-    value = 0x811C9DC5
-    for byte in text.encode("utf-8"):
-        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return f"{value:08x}"
+def watch_tag(text):
+    """A watch's part of a frame id: the first 96 bits of the SHA-256 of its UTF-8, base64url."""
+    return base64.urlsafe_b64encode(hashlib.sha256(text.encode("utf-8")).digest()[:12]).decode("ascii")
 
 
 def check_frames(events, watches, fail):
@@ -118,7 +117,7 @@ def check_frames(events, watches, fail):
     with at most a snapshot, a change and a delete entry in that order, and its id is `<seq>.<tag>` with seq strictly increasing and the tag the sorted hashes of
     the watches. Returns the kinds of entries seen (and `multi-line snapshot` when a collection
     snapshot spread over several lines)."""
-    tag = "".join(sorted(fnv1a(watch) for watch in watches))
+    tag = "".join(sorted(watch_tag(watch) for watch in watches))
     kinds, last = set(), -1
     for event in events:
         seq, _, frame_tag = event.get("id", "").partition(".")

@@ -470,15 +470,14 @@ cat >"$mux_page" <<'HTML'
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   }
-  // A frame id is "<seq>.<tag>", the tag each watch's 32-bit FNV-1a hash (of its UTF-8 bytes) as
-  // 8 lowercase hex digits, sorted and concatenated.
-  function fnv1a(text) {
-    let hash = 0x811c9dc5;
-    for (const byte of new TextEncoder().encode(text)) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
-    return hash.toString(16).padStart(8, '0');
+  // A frame id is "<seq>.<tag>", the tag each watch's tag (the first 96 bits of the SHA-256 of
+  // its UTF-8 bytes, in 16 base64url characters), sorted and concatenated.
+  async function watchTag(text) {
+    const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(text)));
+    return btoa(String.fromCharCode(...digest.slice(0, 12))).replaceAll('+', '-').replaceAll('/', '_');
   }
-  const tagOf = (watches) => watches.map(fnv1a).sort().join('');
-  const seqOf = (id) => (/^[0-9]+\.[0-9a-f]+$/.test(id) ? Number(id.split('.')[0]) : NaN);
+  const tagOf = async (watches) => (await Promise.all(watches.map(watchTag))).sort().join('');
+  const seqOf = (id) => (/^[0-9]+\.[A-Za-z0-9_-]+$/.test(id) ? Number(id.split('.')[0]) : NaN);
   // increasing(frames, after): every frame id is well formed and the seqs strictly increase from after.
   function increasing(frames, after) {
     let last = after;
@@ -549,8 +548,8 @@ cat >"$mux_page" <<'HTML'
             entry.data.id === books[index] && entry.data.title === created[index])),
       'the first frame holds the 20 snapshots, one per watch, titles mux-0 … mux-19',
       JSON.stringify(entries).slice(0, 300));
-    verdict(first.frames[0].id.endsWith('.' + tagOf(watches)),
-      'the frame id is <seq>.<the 20 watches\' FNV-1a hashes, sorted>', first.frames[0].id);
+    verdict(first.frames[0].id.endsWith('.' + await tagOf(watches)),
+      'the frame id is <seq>.<the 20 watches\' tags, sorted>', first.frames[0].id);
 
     // 2. REST calls from the page while the stream is open: with the stream on one connection
     // they have the 5 others (20 EventSources would hold all 6, and these would wait forever).
@@ -583,7 +582,8 @@ cat >"$mux_page" <<'HTML'
     verdict(increasing(first.frames, -1), 'the frame ids strictly increase (' + first.frames.length + ' frames)',
       ids(first.frames));
     const later = first.frames.slice(1);
-    verdict(later.every((frame) => frame.id.endsWith('.' + tagOf(watches)) && Array.isArray(frame.entries) &&
+    const tag20 = await tagOf(watches);
+    verdict(later.every((frame) => frame.id.endsWith('.' + tag20) && Array.isArray(frame.entries) &&
         frame.entries.every((entry) => entry.event === 'change' && watches.includes(entry.watch) &&
             Object.keys(entry.data).sort().join() === 'id,title')),
       'the later frames hold only changes {id, title} of the 20 watches, under the same tag',
@@ -616,8 +616,9 @@ cat >"$mux_page" <<'HTML'
         old[0].data.title === 'mux-0-missed',
       'of the old watches only book 0 sent something: a change to the title it missed',
       JSON.stringify(old).slice(0, 300));
+    const tag21 = await tagOf(watches21);
     verdict(increasing(second.frames, seqOf(lastId)) &&
-        second.frames.every((frame) => frame.id.endsWith('.' + tagOf(watches21))),
+        second.frames.every((frame) => frame.id.endsWith('.' + tag21)),
       'the reopened stream\'s frame ids go on increasing past ' + lastId.split('.')[0] + ', under the 21 watches\' tag',
       second.frames.map((frame) => frame.id).join(' '));
     second.source.close();

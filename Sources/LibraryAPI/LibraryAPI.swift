@@ -96,8 +96,10 @@ package final class LibraryAPI: HTTPResponder {
 
     package func respond(to request: HTTPRequest, writer: HTTPResponseWriter) {
         // `/healthz` says nothing a rebinding page could use, and probes (a container's
-        // HEALTHCHECK, a load balancer) may name the server by any address.
-        guard configuration.allowedHosts.permits(request.headers["host"]) || request.path == "/healthz" else {
+        // HEALTHCHECK, a load balancer) may name the server by any address. An absolute-form
+        // target's authority stands for Host (RFC 9112 §3.2.2).
+        let host = request.authority ?? request.headers["host"]
+        guard configuration.allowedHosts.permits(host) || request.path == "/healthz" else {
             let error = APIError(
                 HTTPStatus(421, "Misdirected Request"),
                 "misdirected-request",

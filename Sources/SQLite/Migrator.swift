@@ -1,3 +1,4 @@
+import Digest
 import Foundation
 
 /// One numbered schema change, read from a file named `NNNN_description.sql`.

@@ -117,17 +117,19 @@ let malformedCases: [ParserCase] = [
     ParserCase("relative target", "GET books HTTP/1.1\r\nHost: a\r\n\r\n", .rejected(400)),
     ParserCase("asterisk with GET", "GET * HTTP/1.1\r\nHost: a\r\n\r\n", .rejected(400)),
     ParserCase("bad method", "G(T / HTTP/1.1\r\nHost: a\r\n\r\n", .rejected(400)),
+    ParserCase("absolute form without a host", "GET http:///books HTTP/1.1\r\nHost: a\r\n\r\n", .rejected(400)),
+    ParserCase("absolute form with userinfo", "GET http://u@a/books HTTP/1.1\r\nHost: a\r\n\r\n", .rejected(400)),
     ParserCase("non-ASCII target", "GET /caf\u{00E9} HTTP/1.1\r\nHost: a\r\n\r\n", .rejected(400)),
     ParserCase(
         "unsupported expectation", "POST / HTTP/1.1\r\nHost: a\r\nExpect: magic\r\nContent-Length: 1\r\n\r\na",
         .rejected(417)),
     ParserCase(
-        "request line too long", "GET /" + String(repeating: "a", count: 9000) + " HTTP/1.1\r\nHost: a\r\n\r\n",
+        "request line too long", "GET /" + String(repeating: "a", count: 33_000) + " HTTP/1.1\r\nHost: a\r\n\r\n",
         .rejected(414)),
     ParserCase(
         "head too large",
         "GET / HTTP/1.1\r\nHost: a\r\n"
-            + String(repeating: "X-Pad: " + String(repeating: "b", count: 100) + "\r\n", count: 170) + "\r\n",
+            + String(repeating: "X-Pad: " + String(repeating: "b", count: 100) + "\r\n", count: 400) + "\r\n",
         .rejected(431)),
     ParserCase(
         "too many headers", "GET / HTTP/1.1\r\nHost: a\r\n" + (0..<101).map { "X-\($0): 1\r\n" }.joined() + "\r\n",
@@ -213,6 +215,20 @@ func check(_ result: Result<HTTPRequest?, HTTPParseError>, _ expected: Expectati
             return
         }
         #expect(request.body == Array("ok".utf8))
+    }
+
+    @Test(
+        arguments: [
+            ("GET http://evil.example/books?x=1 HTTP/1.1", "evil.example", "/books?x=1"),
+            ("GET http://127.0.0.1:8080 HTTP/1.1", "127.0.0.1:8080", "/"),
+            ("GET https://[::1]:9?q HTTP/1.1", "[::1]:9", "/?q"),
+            ("GET /books HTTP/1.1", nil, "/books"),
+        ] as [(String, String?, String)])
+    func absoluteForm_KeepsItsAuthorityApartFromThePath(line: String, authority: String?, target: String) throws {
+        let request = try #require(try parse([Array("\(line)\r\nHost: 127.0.0.1\r\n\r\n".utf8)]).get())
+        #expect(request.authority == authority)
+        #expect(request.target == target)
+        #expect(request.headers["host"] == "127.0.0.1")
     }
 
     @Test func lowercasesHeaderNamesAndDecidesKeepAlive() throws {

@@ -22,6 +22,33 @@ import Testing
         }
     }
 
+    /// RFC 9112 §3.2.2: an absolute-form target's authority replaces `Host`, so it is what the
+    /// allowed hosts are checked against.
+    @Test(arguments: [
+        ("http://evil.example/libraries", "127.0.0.1", 421), ("http://127.0.0.1:9/libraries", "evil.example", 200),
+        ("http://LOCALHOST/libraries", "127.0.0.1", 200), ("https://evil.example:443/healthz", "127.0.0.1", 200),
+    ])
+    func absoluteFormTarget_IsCheckedInsteadOfHost(target: String, host: String, status: Int) throws {
+        let live = try LiveServer(allowedHosts: ["127.0.0.1", "localhost"])
+        let connection = try live.connect()
+        try connection.send("GET \(target) HTTP/1.1\r\nHost: \(host)\r\n\r\n")
+        #expect(try connection.readResponse().status == status, "\(target) with Host: \(host)")
+    }
+
+    @Test func twoAuthorizationFields_AreABadRequest() throws {
+        let live = try LiveServer(token: "write-token")
+        let connection = try live.connect()
+        let body = #"{"name":"twice"}"#
+        try connection.send(
+            "POST /libraries HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer write-token\r\n"
+                + "Authorization: Bearer other\r\nContent-Type: application/json\r\n"
+                + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
+        let response = try connection.readResponse()
+        #expect(response.status == 400)
+        #expect(!response.text.contains("write-token"))
+        #expect((try live.request("GET", "/libraries").json["items"] as? [Any])?.isEmpty == true)
+    }
+
     @Test func misdirectedWrites_ChangeNothing() throws {
         let live = try LiveServer(allowedHosts: ["localhost"])
         let connection = try live.connect()

@@ -103,6 +103,46 @@ import Testing
         #expect(bare.drain(quiet: 300).isEmpty)
     }
 
+    /// These two watches shared a tag when a tag was a 32-bit FNV-1a hash: the second, added on a
+    /// reconnect, was taken as resumed and never got its snapshot.
+    @Test func watchesWhoseOldHashesCollided_GetTheirOwnTagsAndSnapshots() throws {
+        let (old, new) = ("/books?author=a41602&fields=title", "/books?author=a759800&fields=title")
+        let library = try live.createLibrary()
+        let book = try live.createBook(in: library, title: "Found", extra: #","author":"a759800""#)
+        let stream = try open([old])
+        let first = try #require(try stream.next())
+        let tag = try #require(first.id?.split(separator: ".").last.map(String.init))
+        #expect(tag.utf8.count == 16)
+        shutdown(stream.connection.fd, Int32(SHUT_RDWR))
+        let resumed = try open([old, new], lastEventID: first.id)
+        let entries = ([try #require(try resumed.next())] + resumed.drain(quiet: 300)).flatMap(\.entries)
+        let snapshot = try #require(entries.first { $0["watch"] as? String == new })
+        #expect(snapshot["event"] as? String == "snapshot")
+        let items = (snapshot["data"] as? [String: Any])?["items"] as? [[String: Any]]
+        #expect(items?.map { $0["id"] as? String } == [book])
+        #expect(!entries.contains { $0["watch"] as? String == old }, "the old watch resumed with nothing to send")
+    }
+
+    /// The README's browser pattern: 100 watches written by `URLSearchParams`, plus the
+    /// `lastEventId` of a reconnect naming all 100, fit the request line.
+    @Test func aHundredWatchesAsABrowserWritesThem_FitWithTheirLastEventId() throws {
+        let library = try live.createLibrary()
+        let books = try (0..<100).map { try live.createBook(in: library, title: "B\($0)") }
+        let watches = books.map { "/books/\($0)?fields=title,available" }
+        let stream = try open(watches)
+        #expect(stream.head.status == 200)
+        let first = try #require(try stream.next())
+        #expect(first.entries.count == 100)
+        shutdown(stream.connection.fd, Int32(SHUT_RDWR))
+        let query = Self.query(watches, lastEventID: first.id)
+        #expect(query.utf8.count > 9_000, "longer than the 8 KiB request line there was")
+        let resumed = try live.events(query)
+        #expect(resumed.head.status == 200)
+        #expect(resumed.drain(quiet: 300).isEmpty, "every watch resumed, nothing missed")
+        let tooMany = try open(watches + ["/books/\(UUID().uuidString.lowercased())"])
+        #expect(tooMany.head.status == 400)
+    }
+
     @Test func deletingOneWatchedResource_ReportsItAndTheStreamGoesOn() throws {
         let library = try live.createLibrary()
         let doomed = try live.createBook(in: library, title: "Doomed")

@@ -11,6 +11,9 @@ package struct HTTPRequest: Sendable {
     /// The request target as sent, in origin form (`/books?limit=5`) or `*`.
     package var target: String
     package var version: HTTPVersion
+    /// The authority of an absolute-form target (`GET http://host:port/path`), which stands for the
+    /// `Host` header (RFC 9112 §3.2.2); nil for the usual origin form.
+    package var authority: String?
     /// Header fields, names lowercased, kept in the one buffer the head was parsed into.
     package var headers: HTTPRequestHeaders
     /// The body, with any chunked framing removed.
@@ -24,8 +27,10 @@ package struct HTTPRequest: Sendable {
         version: HTTPVersion = .http1_1,
         headers: HTTPRequestHeaders = HTTPRequestHeaders(),
         body: [UInt8] = [],
-        keepAlive: Bool = true
+        keepAlive: Bool = true,
+        authority: String? = nil
     ) {
+        self.authority = authority
         self.method = method
         self.target = target
         self.version = version

@@ -17,7 +17,7 @@ enum HTTPHeadParser {
         // `scanHead` checked that every CR is followed by LF, so the lines are what lies between CRLFs.
         let fieldCount = head.occurrences(of: 13)
         let requestLineEnd = head.index(of: 13) ?? head.endIndex
-        let (method, target, version) = try Self.requestLine(head[..<requestLineEnd])
+        let (method, target, version, authority) = try Self.requestLine(head[..<requestLineEnd])
         guard fieldCount <= limits.maxHeaderCount else {
             throw HTTPParseError(.requestHeaderFieldsTooLarge, "More than \(limits.maxHeaderCount) header fields.")
         }
@@ -34,13 +34,17 @@ enum HTTPHeadParser {
                 value: (value.lowerBound - origin)..<(value.upperBound - origin))
         }
         var request = HTTPRequest(method: method, target: target, version: version, headers: headers)
+        request.authority = authority
         let framing = try Self.framing(of: request, limits: limits)
         request.keepAlive = Self.keepAlive(request)
         return (request, framing)
     }
 
-    /// `method SP request-target SP HTTP-version`, each part checked.
-    static func requestLine(_ line: ArraySlice<UInt8>) throws(HTTPParseError) -> (String, String, HTTPVersion) {
+    /// `method SP request-target SP HTTP-version`, each part checked; an absolute-form target is
+    /// reduced to its path and query, and its authority returned apart.
+    static func requestLine(_ line: ArraySlice<UInt8>) throws(HTTPParseError) -> (
+        String, String, HTTPVersion, authority: String?
+    ) {
         guard let firstSpace = line.index(of: 32),
             let secondSpace = line[(firstSpace + 1)...].index(of: 32)
         else {
@@ -66,18 +70,29 @@ enum HTTPHeadParser {
         }
         let origin: ArraySlice<UInt8>
         let schemeLength = target.hasPrefix("https://") ? 8 : target.hasPrefix("http://") ? 7 : 0
+        let methodName = String(decoding: method, as: UTF8.self)
         if schemeLength > 0 {
-            // absolute-form (RFC 9112 §3.2.2): keep the path and query.
+            // absolute-form (RFC 9112 §3.2.2): keep the path and query; the authority replaces Host.
             let afterScheme = target.dropFirst(schemeLength)
-            guard let pathStart = afterScheme.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") })
-            else { return (String(decoding: method, as: UTF8.self), "/", parsedVersion) }
+            let pathStart =
+                afterScheme.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") })
+                ?? afterScheme.endIndex
+            let authority = afterScheme[..<pathStart]
+            // An http(s) URI names a host, and never carries userinfo (RFC 9110 §4.2.4).
+            guard !authority.isEmpty, authority.index(of: UInt8(ascii: "@")) == nil else {
+                throw .bad("An absolute-form target must name a host, without userinfo.")
+            }
+            let authorityText = String(decoding: authority, as: UTF8.self)
+            guard pathStart < afterScheme.endIndex else { return (methodName, "/", parsedVersion, authorityText) }
             if afterScheme[pathStart] == UInt8(ascii: "?") {
                 return (
-                    String(decoding: method, as: UTF8.self),
-                    "/" + String(decoding: afterScheme[pathStart...], as: UTF8.self), parsedVersion
+                    methodName, "/" + String(decoding: afterScheme[pathStart...], as: UTF8.self), parsedVersion,
+                    authorityText
                 )
             }
-            origin = afterScheme[pathStart...]
+            return (
+                methodName, String(decoding: afterScheme[pathStart...], as: UTF8.self), parsedVersion, authorityText
+            )
         } else if target.equals("*") {
             guard method.equals("OPTIONS") else { throw .bad("The target * is only for OPTIONS.") }
             origin = target
@@ -86,7 +101,7 @@ enum HTTPHeadParser {
         } else {
             origin = target
         }
-        return (String(decoding: method, as: UTF8.self), String(decoding: origin, as: UTF8.self), parsedVersion)
+        return (methodName, String(decoding: origin, as: UTF8.self), parsedVersion, nil)
     }
 
     /// `field-name ":" OWS field-value OWS`: where the name and the value (without its surrounding

@@ -10,14 +10,12 @@ extension LibraryAPI {
     func streamEvents(_ target: SubscriptionRequest.Target, _ exchange: Exchange) throws(APIError) {
         let query = try QueryParameters(exchange.request.query)
         var request = try Self.subscription(target, query: query)
-        // Both the header and the parameter are checked when both are given; the header wins.
-        let given = try Self.lastEventIDs(exchange, query).map { text throws(APIError) in
+        if let text = try Self.lastEventID(exchange, query) {
             guard let seq = Self.sequenceNumber(text) else {
                 throw .badRequest("Last-Event-ID must be an event id this server sent (a whole number).")
             }
-            return seq
+            request.resumeAfter = seq
         }
-        request.resumeAfter = given.first
         let hub = self.hub
         let resource = Self.describe(request.target)
         let subscription = request
@@ -43,11 +41,15 @@ extension LibraryAPI {
         }
     }
 
-    /// `Last-Event-ID`, then `lastEventId` (for clients that cannot set headers, such as a new
-    /// `EventSource`), those given: the first wins, and each must be valid.
-    static func lastEventIDs(_ exchange: Exchange, _ query: QueryParameters) throws(APIError) -> [String] {
-        let parameter = try query.string("lastEventId")
-        return [exchange.request.headers["last-event-id"], parameter].compactMap { $0 }
+    /// Where a stream resumes: the `Last-Event-ID` header, else the `lastEventId` parameter (for
+    /// clients that cannot set headers, such as a new `EventSource`).
+    ///
+    /// When the header is given the parameter is not read at all: a page that opened its stream
+    /// with `?lastEventId=` keeps that URL, and the browser's own reconnects add the header with a
+    /// newer id, which must win whatever the old parameter says.
+    static func lastEventID(_ exchange: Exchange, _ query: QueryParameters) throws(APIError) -> String? {
+        if let header = exchange.request.headers["last-event-id"] { return header }
+        return try query.string("lastEventId")
     }
 
     /// An event id of a single stream: a whole number of at most 18 digits.

@@ -29,7 +29,8 @@ extension LibraryAPI {
             let parts = zip(watches, subscriptions).map { Multiplexer.Part(watch: $0, target: $1.target) }
             let multiplexer = Multiplexer(hub: hub, parts: parts)
             for (part, var request) in zip(parts, subscriptions) {
-                let resumed = resume.map { $0.tags == nil || $0.tags!.contains(Multiplexer.tag([part.watch])) } ?? false
+                let resumed =
+                    resume.map { $0.tags == nil || $0.tags!.contains(Multiplexer.watchTag(part.watch)) } ?? false
                 if resumed { request.resumeAfter = resume!.seq }
                 hub.subscribe(
                     request,
@@ -59,8 +60,7 @@ extension LibraryAPI {
     static func watchResumePoint(_ exchange: Exchange, _ query: QueryParameters) throws(APIError)
         -> (seq: Int, tags: Set<String>?)?
     {
-        // Both the header and the parameter are checked when both are given; the header wins.
-        try lastEventIDs(exchange, query).map { text throws(APIError) in try watchResumePoint(text) }.first
+        try lastEventID(exchange, query).map { text throws(APIError) in try watchResumePoint(text) }
     }
 
     static func watchResumePoint(_ text: String) throws(APIError) -> (seq: Int, tags: Set<String>?) {
@@ -69,13 +69,24 @@ extension LibraryAPI {
         let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
         guard let seq = sequenceNumber(parts.first ?? "") else { throw bad }
         guard parts.count == 2 else { return (seq, nil) }
-        let tag = parts[1].utf8
-        guard !tag.isEmpty, tag.count % 8 == 0, tag.count <= 8 * Multiplexer.maxWatches,
-            tag.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
+        let tag = Array(parts[1].utf8)
+        let length = Multiplexer.watchTagLength
+        guard !tag.isEmpty, tag.count % length == 0, tag.count <= length * Multiplexer.maxWatches,
+            tag.allSatisfy(isBase64URL)
         else { throw bad }
-        let hex = Array(tag)
-        let tags = stride(from: 0, to: hex.count, by: 8).map { String(decoding: hex[$0..<$0 + 8], as: UTF8.self) }
+        let tags = stride(from: 0, to: tag.count, by: length).map {
+            String(decoding: tag[$0..<$0 + length], as: UTF8.self)
+        }
         return (seq, Set(tags))
+    }
+
+    private static func isBase64URL(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+            true
+        default: false
+        }
     }
 
     /// A watch: the path and query of a single stream without its `/events` suffix.

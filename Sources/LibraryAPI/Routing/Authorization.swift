@@ -22,13 +22,18 @@ extension LibraryAPI {
 
     /// Passes when the bearer credential (or `queryToken`) is one of `accepted`; a 401 with
     /// `WWW-Authenticate: Bearer` otherwise. Every accepted token is compared, in constant time,
-    /// so the time taken says nothing about which one came close. No token is ever echoed.
+    /// so the time taken says nothing about which one came close. No token is ever echoed. Two
+    /// `Authorization` fields are a 400: the field is a singleton, and a proxy and the server could
+    /// each pick a different one.
     private static func requireBearer(
         _ request: HTTPRequest,
         accepting accepted: [String],
         queryToken: String?
     ) throws(APIError) {
         let header = request.headers["authorization"]
+        if header != nil, request.headers.values("authorization").count > 1 {
+            throw .badRequest("Authorization is given more than once; send one credential.")
+        }
         var given: [String] = queryToken.map { [$0] } ?? []
         if let header, header.prefix(7).lowercased() == "bearer " {
             given.append(String(header.dropFirst(7).trimmedOWS()))

@@ -1,3 +1,4 @@
+import Digest
 import Dispatch
 import LibraryDomain
 import PostgreSQL

@@ -1,4 +1,5 @@
-/// SHA-256 (FIPS 180-4), for migration checksums; Linux has no CryptoKit, and this is all we need.
+/// SHA-256 (FIPS 180-4), for migration checksums and for names that must not collide (a multiplexed
+/// stream's watch tags); Linux has no CryptoKit, and this is all we need.
 package enum SHA256 {
     private static let k: [UInt32] = [
         0x428a_2f98, 0x7137_4491, 0xb5c0_fbcf, 0xe9b5_dba5, 0x3956_c25b, 0x59f1_11f1, 0x923f_82a4, 0xab1c_5ed5,
@@ -13,6 +14,18 @@ package enum SHA256 {
 
     /// The digest of `bytes` as 64 lowercase hex digits.
     package static func hex(of bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        for byte in digest(of: bytes) {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The 32 bytes of the digest of `bytes`.
+    package static func digest(of bytes: [UInt8]) -> [UInt8] {
         var h: [UInt32] = [
             0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19,
         ]
@@ -49,12 +62,14 @@ package enum SHA256 {
             }
             for (i, value) in [a, b, c, d, e, f, g, hh].enumerated() { h[i] = h[i] &+ value }
         }
-        let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
+        out.reserveCapacity(32)
         for word in h {
-            for shift in stride(from: 28, through: 0, by: -4) { out.append(digits[Int((word >> UInt32(shift)) & 0xF)]) }
+            for shift in stride(from: 24, through: 0, by: -8) {
+                out.append(UInt8(truncatingIfNeeded: word >> UInt32(shift)))
+            }
         }
-        return String(decoding: out, as: UTF8.self)
+        return out
     }
 
     private static func rotate(_ value: UInt32, _ count: UInt32) -> UInt32 {
