@@ -114,6 +114,22 @@ extension LibraryReader {
         try changes(where: "library_id = ? OR moved_from = ?", [.text(id), .text(id)], after: seq, through: last)
     }
 
+    /// Whether the log holds the deletion of a book or library at or before `seq`.
+    package func hasLoggedDeletion(of target: LiveTarget, through seq: Int) throws -> Bool {
+        let entity: String
+        let id: String
+        switch target {
+        case .book(let book): (entity, id) = ("book", book)
+        case .library(let library): (entity, id) = ("library", library)
+        case .libraries, .books: return false  // a collection is never deleted
+        }
+        let found = try session.first(
+            "SELECT 1 FROM change_log WHERE entity_id = ? AND entity = ? AND deleted AND item < ? LIMIT 1",
+            [.text(id), .text(entity), .int(ChangeLog.firstItem(of: seq + 1))]
+        ) { _ in true }
+        return found ?? false
+    }
+
     /// The logged changes after `seq` (up to `through`) that can concern a collection: every
     /// library change for `.libraries`; for `.books(filter)` the book changes (of the filtered
     /// library and those that left it, when the filter names one), which the live engine then

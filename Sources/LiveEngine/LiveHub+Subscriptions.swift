@@ -12,6 +12,11 @@ extension LiveHub {
         /// No such library or book, and the change log no longer reaches back to the id the
         /// subscriber resumes from: whether it existed then cannot be told.
         case deletedBeyondHistory
+        /// No such library or book, and the kept log shows no deletion of it at or before the id
+        /// the subscriber resumes from: it never existed, or went before the kept history. (With
+        /// a logged deletion at or before the id the outcome is `.notFound`: the subscriber got
+        /// that `delete`.)
+        case absentWithoutTrace
         /// The database could not be read.
         case failed(StoreError)
     }
@@ -287,7 +292,8 @@ extension LiveHub {
 
     /// No such resource now. A subscriber resuming across its deletion gets what it missed up to
     /// the `delete`, while the change log holds it; anybody else gets a 404
-    /// (`.deletedBeyondHistory` when the log no longer reaches back to its id).
+    /// (`.deletedBeyondHistory` when the log no longer reaches back to its id,
+    /// `.absentWithoutTrace` when the log shows no deletion at or before its id either).
     private func notFound(_ waiter: Waiter) {
         let request = waiter.request
         guard let after = request.resumeAfter else { return waiter.outcome(.notFound) }
@@ -300,7 +306,15 @@ extension LiveHub {
                 case .success(let logged?): changes = logged
                 }
                 let events = Self.events(replaying: changes, for: request)
-                guard let last = events.last, last.kind == .delete else { return waiter.outcome(.notFound) }
+                guard let last = events.last, last.kind == .delete else {
+                    return self.store.loggedDeletion(of: request.target, through: after) { result in
+                        switch result {
+                        case .success(true): waiter.outcome(.notFound)
+                        case .success(false): waiter.outcome(.absentWithoutTrace)
+                        case .failure(let error): waiter.outcome(.failed(error))
+                        }
+                    }
+                }
                 let subscriber = Subscriber(
                     id: self.nextSubscriberID, request: request, sink: waiter.open(self.nextSubscriberID))
                 self.nextSubscriberID += 1

@@ -106,7 +106,8 @@ struct Configuration: Sendable {
         ) { (configuration: inout Configuration, text: String) throws in
             guard let seconds = Double(text), seconds > 0, seconds <= 3600 else {
                 throw Failure(
-                    description: "--heartbeat-interval must be a number of seconds from 0 to 3600; got \"\(text)\"")
+                    description:
+                        "--heartbeat-interval must be a number of seconds above 0, at most 3600; got \"\(text)\"")
             }
             configuration.heartbeatInterval = seconds
         },
@@ -157,6 +158,14 @@ struct Configuration: Sendable {
             } catch {
                 throw Failure(description: "\(error)")
             }
+        }
+        // The write token also grants reads: the same text for both would leave reads guarded by
+        // the write token, which is almost certainly a mistake in the deployment's secrets.
+        if let readToken = configuration.readToken, readToken == configuration.apiToken {
+            throw Failure(
+                description:
+                    "--read-token must differ from --api-token (the API token already grants reads); "
+                    + "leave --read-token out to open reads, or give it a token of its own")
         }
         return configuration
     }

@@ -48,10 +48,19 @@ import Testing
         #expect(fromEnvironment.stderr.contains("LIBRARY_PORT"))
     }
 
-    @Test func emptyTokens_AreRefusedWithOneLine() throws {
+    @Test(arguments: ["0", "-1", "3601", "soon"])
+    func heartbeatOutsideItsRange_IsRefusedSayingTheRange(value: String) throws {
+        let result = try run(["--port", "0", "--database", ":memory:", "--heartbeat-interval", value])
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("above 0, at most 3600"), "\(result.stderr)")
+    }
+
+    @Test func emptyOrSharedTokens_AreRefusedWithOneLine() throws {
         let refused: [([String], [String: String])] = [
             ([], ["LIBRARY_API_TOKEN": ""]), (["--api-token="], [:]), (["--api-token", ""], [:]),
             ([], ["LIBRARY_READ_TOKEN": ""]), (["--read-token="], [:]), (["--allowed-hosts", " , "], [:]),
+            (["--api-token", "same", "--read-token", "same"], [:]),
+            (["--read-token", "same"], ["LIBRARY_API_TOKEN": "same"]),
         ]
         for (arguments, environment) in refused {
             let result = try run(["--port", "0", "--database", ":memory:"] + arguments, environment: environment)

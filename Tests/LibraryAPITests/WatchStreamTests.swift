@@ -103,6 +103,28 @@ import Testing
         #expect(bare.drain(quiet: 300).isEmpty)
     }
 
+    /// A resumed watch whose resource is gone: nothing when the log shows its deletion at or
+    /// before the id (the client got that `delete`); a `delete` entry when the log shows none (an
+    /// id that never existed), never a silent watch, and never a 404 that would end the stream.
+    @Test func resumedWatchOfAMissingResource_IsSilentOnlyWhenItsDeleteWasSent() throws {
+        let library = try live.createLibrary()
+        let kept = try live.createBook(in: library, title: "Kept")
+        let gone = try live.createBook(in: library, title: "Gone")
+        let never = UUID().uuidString.lowercased()
+        let watches = ["/books/\(kept)?fields=title", "/books/\(gone)?fields=title"]
+        try write("DELETE", "/books/\(gone)")
+        let stream = try open([watches[0]])
+        let first = try #require(try stream.next())
+        shutdown(stream.connection.fd, Int32(SHUT_RDWR))
+        let seq = try #require(first.id?.split(separator: ".").first.map(String.init))
+        let resumed = try open(watches + ["/books/\(never)?fields=title"], lastEventID: seq)
+        #expect(resumed.head.status == 200)
+        let entries = ([try #require(try resumed.next())] + resumed.drain(quiet: 300)).flatMap(\.entries)
+        #expect(entries.count == 1, "\(entries)")
+        #expect(entries.first?["watch"] as? String == "/books/\(never)?fields=title")
+        #expect(entries.first?["event"] as? String == "delete")
+    }
+
     /// These two watches shared a tag when a tag was a 32-bit FNV-1a hash: the second, added on a
     /// reconnect, was taken as resumed and never got its snapshot.
     @Test func watchesWhoseOldHashesCollided_GetTheirOwnTagsAndSnapshots() throws {

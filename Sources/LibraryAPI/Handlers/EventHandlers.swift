@@ -32,7 +32,7 @@ extension LibraryAPI {
                 outcome: { outcome in
                     switch outcome {
                     case .subscribed: break
-                    case .notFound, .deletedBeyondHistory:
+                    case .notFound, .deletedBeyondHistory, .absentWithoutTrace:
                         exchange.fail(APIError.notFound("No \(resource) exists."))
                     case .failed(let error): exchange.fail(APIError(error, resource: resource))
                     }

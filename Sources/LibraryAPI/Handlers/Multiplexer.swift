@@ -146,14 +146,15 @@ final class Multiplexer {
             // to send.
             settle(part, through: 0)
             part.deleted = true
-        case .deletedBeyondHistory where resumed:
-            // Gone, and the log no longer tells when: it is deleted for the client too, as a
-            // fresh snapshot would show.
+        case .deletedBeyondHistory where resumed, .absentWithoutTrace where resumed:
+            // Gone, and the log does not tell when (or shows it never existed): it is deleted for
+            // the client too, as a fresh snapshot would show. Not a 404: that would end the whole
+            // stream, and a browser's EventSource for good, over one watch.
             part.delete = LiveEvent(kind: .delete, seq: hub.position, id: part.target.resourceID ?? "")
             list(part)
             settle(part, through: 0)
             part.deleted = true
-        case .notFound, .deletedBeyondHistory:
+        case .notFound, .deletedBeyondHistory, .absentWithoutTrace:
             failed = true
             unsubscribeAll()
             return fail(

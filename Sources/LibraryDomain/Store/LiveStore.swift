@@ -72,6 +72,15 @@ package protocol LiveStore: AnyObject, Sendable {
         completion: @escaping @Sendable (Result<[CommittedChange]?, StoreError>) -> Void
     )
 
+    /// Whether the change log holds the deletion of `target` (a book or library) at or before
+    /// `seq`: what tells a resumed watch whose resource is gone that its client already got the
+    /// `delete`, from one whose resource never existed (or went before the kept history).
+    func loggedDeletion(
+        of target: LiveTarget,
+        through seq: Int,
+        completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
+    )
+
     /// Opens a paged snapshot of a collection (`.libraries` or `.books(filter)`), `pageSize` items
     /// a page.
     func snapshot(of collection: LiveTarget, pageSize: Int) -> any CollectionSnapshot

@@ -216,6 +216,14 @@ extension PostgresLibraryStore: LiveStore {
         loggedChanges(of: target, after: seq, through: last, completion: completion)
     }
 
+    package func loggedDeletion(
+        of target: LiveTarget,
+        through seq: Int,
+        completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
+    ) {
+        readInTransaction({ try $0.hasLoggedDeletion(of: target, through: seq) }, completion: completion)
+    }
+
     package func snapshot(of collection: LiveTarget, pageSize: Int) -> any CollectionSnapshot {
         PagedSnapshot(store: self, target: collection, pageSize: pageSize)
     }
