@@ -80,6 +80,17 @@ final class Exchange: Sendable {
         }
     }
 
+    /// Whether the client has hung up: an event stream for it would be built for nobody.
+    var peerHasGone: Bool { writer.peerHasGone }
+
+    /// Closes the connection without an answer, for a client that hung up before its stream
+    /// began; recorded as status 499 (nginx's "client closed request"), so `/metrics` shows it.
+    func abandon() {
+        let seconds = Double(Exchange.now() - started) / 1e9
+        api.metrics.record(route: route, method: request.method, status: 499, seconds: seconds)
+        writer.abandon()
+    }
+
     /// Starts a streamed response (an event stream), recorded like any other response.
     func openStream(_ head: HTTPResponse, onClose: @escaping @Sendable () -> Void) -> HTTPStream {
         writer.stream(decorate(head), onClose: onClose)

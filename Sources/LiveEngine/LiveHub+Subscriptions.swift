@@ -41,6 +41,31 @@ extension LiveHub {
         }
     }
 
+    /// One read of the change log for resuming subscribers: what it reads (`LiveTarget.logQuery`)
+    /// and the stretch of the log.
+    struct ReplayKey: Hashable {
+        let target: LiveTarget
+        let after: Int
+        let through: Int
+    }
+
+    /// A subscriber waiting for a replay read, with the model it resumes on.
+    struct ReplayWaiter {
+        let subscriber: Subscriber
+        let model: Model?
+    }
+
+    /// The subscribers waiting for one replay read.
+    @LiveActor final class ReplayBatch {
+        /// What makes two subscribers' replayed events the same.
+        struct Shape: Hashable {
+            let target: LiveTarget
+            let fields: SubscriptionRequest.Shape
+        }
+
+        var waiters: [ReplayWaiter] = []
+    }
+
     enum Model {
         case book(LiveBook)
         case library(LiveLibrary)
@@ -247,23 +272,53 @@ extension LiveHub {
 
     /// Sends a resuming subscriber what it missed from `after` through `stateSeq` (the state the
     /// live side is at), holding live changes meanwhile.
+    ///
+    /// Subscribers that resume over the same stretch of the same log read it once: the watches of
+    /// one `/events` stream resume from one id in one turn of this actor, and a hundred collection
+    /// watches once cost a hundred reads of thousands of changes (issue "hardening III", item 1).
+    /// Those with the same target and fields share the events made from it too (`ReplayBatch`).
     func resume(_ subscriber: Subscriber, after: Int, stateSeq: Int, model: Model?) {
         guard after < stateSeq else { return subscriber.sink.settled(through: stateSeq) }  // nothing was missed
         subscriber.held = Subscriber.Held()
-        store.changes(of: subscriber.request.target, after: after, through: stateSeq) { result in
-            LiveActor.enqueue { self.replay(result, to: subscriber, model: model, stateSeq: stateSeq) }
+        let key = ReplayKey(target: subscriber.request.target.logQuery, after: after, through: stateSeq)
+        let waiter = ReplayWaiter(subscriber: subscriber, model: model)
+        if let batch = replays[key] {
+            batch.waiters.append(waiter)
+            return
+        }
+        let batch = ReplayBatch()
+        batch.waiters = [waiter]
+        replays[key] = batch
+        store.changes(of: key.target, after: after, through: stateSeq) { result in
+            LiveActor.enqueue {
+                guard let batch = self.replays.removeValue(forKey: key) else { return }
+                var shared: [ReplayBatch.Shape: [LiveEvent]] = [:]
+                for waiter in batch.waiters {
+                    let subscriber = waiter.subscriber
+                    guard case .success(let changes?) = result, !subscriber.removed else {
+                        self.replay(result, to: subscriber, events: [], model: waiter.model, stateSeq: stateSeq)
+                        continue
+                    }
+                    let shape = ReplayBatch.Shape(target: subscriber.request.target, fields: subscriber.request.shape)
+                    let events = shared[shape] ?? Self.events(replaying: changes, for: subscriber.request)
+                    shared[shape] = events
+                    self.replay(result, to: subscriber, events: events, model: waiter.model, stateSeq: stateSeq)
+                }
+            }
         }
     }
 
-    /// Sends a resuming subscriber what it missed, then what arrived meanwhile.
+    /// Sends a resuming subscriber what it missed (`events`, made from `result`), then what
+    /// arrived meanwhile.
     private func replay(
         _ result: Result<[CommittedChange]?, StoreError>,
         to subscriber: Subscriber,
+        events: [LiveEvent],
         model: Model?,
         stateSeq: Int
     ) {
         guard !subscriber.removed else { return }  // the stream closed meanwhile
-        guard case .success(let changes?) = result else {
+        guard case .success(.some) = result else {
             // The history no longer reaches back far enough (or could not be read): start afresh.
             let delete = subscriber.held?.delete
             subscriber.held = nil
@@ -277,17 +332,33 @@ extension LiveHub {
             subscriber.sink.settled(through: seq)
             return
         }
-        subscriber.release(after: Self.events(replaying: changes, for: subscriber.request))
+        subscriber.release(after: events)
         subscriber.sink.settled(through: stateSeq)
     }
 
-    /// The events logged changes make for a subscriber, through the same deltas as live ones.
+    /// The events logged changes make for a subscriber, through the same deltas as live ones. A
+    /// collection's are folded as they are made into at most one change (its subscriber folds a
+    /// replay anyway), so a replay of thousands of changes never holds thousands of events.
     static func events(replaying changes: [CommittedChange], for request: SubscriptionRequest) -> [LiveEvent] {
-        changes.compactMap { change in
-            guard let delta = ResourceDelta(change, for: request.target) else { return nil }
+        var folded: FoldedChange?
+        var events: [LiveEvent] = []
+        for change in changes {
+            guard let delta = ResourceDelta(change, for: request.target) else { continue }
             let event = delta.event(seq: change.seq, for: request.shape)
-            return event.isEmptyChange ? nil : event
+            guard !event.isEmptyChange else { continue }
+            if !request.target.isCollection {
+                events.append(event)
+            } else if folded == nil {
+                folded = FoldedChange(event)
+            } else {
+                folded!.fold(event)
+            }
         }
+        if let folded {
+            let event = folded.event
+            if !event.isEmptyChange { events.append(event) }
+        }
+        return events
     }
 
     /// No such resource now. A subscriber resuming across its deletion gets what it missed up to

@@ -22,6 +22,8 @@ package final class LiveHub {
     private var appliedWaiters: [(seq: Int, callback: @LiveActor () -> Void)] = []
     /// Resources being read for their first subscribers, with the changes that concern them meanwhile.
     var loads: [LiveTarget: PendingLoad] = [:]
+    /// Change-log reads under way for resuming subscribers, each shared by all who need it.
+    var replays: [ReplayKey: ReplayBatch] = [:]
     /// The last change applied to the models.
     var appliedSeq = 0
     var nextSubscriberID = 1

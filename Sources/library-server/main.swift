@@ -102,6 +102,11 @@ if server.maxConnections < configuration.maxConnections {
         ])
 }
 
+let heapTrimmer = HeapTrimmer()
+api.metrics.addCounter(
+    "library_heap_trims_total", help: "Times the heap held over 64 MiB free and was trimmed back to the system."
+) { heapTrimmer.trims.load(ordering: .relaxed) }
+
 let port: Int
 do {
     port = try server.start()

@@ -23,6 +23,7 @@ import Testing
         ("/%62ooks", .books),
         ("/books/%30b7e5c1e-3f0a-4d5e-9a6b-2c1d0e9f8a7b", .book(id)),
         ("/libraries/\(id)/%65vents", .libraryEvents(id)),
+        ("/", .console("index.html")), ("/console/app.js", .console("app.js")),
     ]
 
     @Test(arguments: matches)
@@ -31,7 +32,8 @@ import Testing
     }
 
     static let refusals: [(String, Int)] = [
-        ("*", 404), ("/", 404), ("", 404), ("books", 404), ("/books/", 404), ("//books", 404),
+        ("*", 404), ("", 404), ("/console", 404), ("/console/", 404), ("/console/a/b", 404), ("books", 404),
+        ("/books/", 404), ("//books", 404),
         ("/books/\(id)/", 404), ("/books/\(id)/events/x", 404), ("/Books", 404), ("/unknown", 404),
         ("/libraries/\(id)/other", 404), ("/books/not-a-uuid", 400), ("/libraries/x/books", 400),
         ("/books/%zz", 400), ("/x/%zz", 400), ("/books/%E9", 400), ("/books//%zz", 400),

@@ -20,6 +20,10 @@ static inline int csys_sock_nonblock_cloexec(void) { return SOCK_NONBLOCK | SOCK
 static inline int csys_efd_flags(void) { return EFD_NONBLOCK | EFD_CLOEXEC; }
 // glibc's malloc tuning, not exported by Swift's Glibc module.
 static inline int csys_malloc_trim_threshold(int bytes) { return mallopt(M_TRIM_THRESHOLD, bytes); }
+// Bytes the heap holds free (not in use, not given back), and giving them back: glibc returns
+// only the top of a heap by itself, so a burst of large frees stays resident until malloc_trim.
+static inline size_t csys_heap_free_bytes(void) { return mallinfo2().fordblks; }
+static inline int csys_malloc_trim(void) { return malloc_trim(0); }
 
 // accept4 needs _GNU_SOURCE, which the Swift importer does not define: wrapped in shims.c.
 int csys_accept4(int fd, int flags);

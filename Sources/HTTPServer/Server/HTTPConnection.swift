@@ -76,6 +76,8 @@ final class HTTPConnection: EventHandler {
     private var processing = false
     private var onStreamClose: (@Sendable () -> Void)?
     private var streamProgress: StreamProgress?
+    /// Whether the client has gone, for responders on other threads (`HTTPResponseWriter.peerHasGone`).
+    private let peer = PeerState()
     private var streamWrites = 0
     private var drainCallbacks: [@Sendable () -> Void] = []
 
@@ -179,6 +181,7 @@ final class HTTPConnection: EventHandler {
                 if count < scratchSize && !toEndOfStream { return true }
             } else if count == 0 {
                 inbound = .ended
+                peer.gone.store(true, ordering: .relaxed)
                 return true
             } else if errno == EINTR {
                 continue
@@ -240,7 +243,7 @@ final class HTTPConnection: EventHandler {
                     isHead: request.method == "HEAD", keepAlive: request.keepAlive, version: request.version)
                 server.responder.respond(
                     to: request,
-                    writer: HTTPResponseWriter(loop: loop, fd: fd, connectionID: id)
+                    writer: HTTPResponseWriter(loop: loop, fd: fd, connectionID: id, peer: peer)
                 )
             }
         }
@@ -264,7 +267,7 @@ final class HTTPConnection: EventHandler {
         afterFlush = .lingerThenClose
         let requestDeadline = deadline
         deadline = .none  // an answer sent at once sets the linger deadline; the responder always answers
-        let writer = HTTPResponseWriter(loop: loop, fd: fd, connectionID: id)
+        let writer = HTTPResponseWriter(loop: loop, fd: fd, connectionID: id, peer: peer)
         if server.responder.respondBeforeBody(to: head, writer: writer) { return true }
         phase = .reading
         afterFlush = .stayOpen
@@ -440,6 +443,7 @@ final class HTTPConnection: EventHandler {
     private func close() {
         if case .closed = phase { return }
         phase = .closed
+        peer.gone.store(true, ordering: .relaxed)
         loop.deregister(fd)
         Glibc.close(fd)
         server.connectionClosed(on: loop)

@@ -8,6 +8,27 @@ package struct HTTPResponseWriter: Sendable {
     let loop: EventLoop
     let fd: Int32
     let connectionID: UInt64
+    let peer: PeerState
+
+    init(loop: EventLoop, fd: Int32, connectionID: UInt64, peer: PeerState) {
+        self.loop = loop
+        self.fd = fd
+        self.connectionID = connectionID
+        self.peer = peer
+    }
+
+    /// Whether the client has ended its side of the connection, or the connection is closed.
+    /// Readable on any thread. A plain response is still sent after a half-close (a client may
+    /// shut down its side after its last request); a responder about to open an event stream, or
+    /// to do work only such a stream would use, gives up instead (`abandon`).
+    package var peerHasGone: Bool { peer.gone.load(ordering: .relaxed) }
+
+    /// Closes the connection without an answer: for a request whose client is gone.
+    package func abandon() {
+        let (loop, fd, id) = (loop, fd, connectionID)
+        let close: @Sendable () -> Void = { loop.connection(fd, id)?.forceClose() }
+        if loop.isCurrent { close() } else { loop.execute(close) }
+    }
 
     /// Sends a complete response.
     package func send(_ response: HTTPResponse) {
@@ -106,6 +127,11 @@ extension EventLoop {
         guard let connection = handler(for: fd) as? HTTPConnection, connection.id == id else { return nil }
         return connection
     }
+}
+
+/// What a connection's handlers on other threads may learn of its client: whether it has gone.
+final class PeerState: Sendable {
+    let gone = Atomic<Bool>(false)
 }
 
 /// How far a stream's writes have got: counted by the producer when posted, by the loop once sent.

@@ -20,6 +20,7 @@ extension LibraryAPI {
         let resource = Self.describe(request.target)
         let subscription = request
         LiveActor.enqueue {
+            guard !exchange.peerHasGone else { return exchange.abandon() }
             hub.subscribe(
                 subscription,
                 open: { subscriberID in

@@ -79,8 +79,13 @@ final class Multiplexer {
     private var waitingApplied = false
     private var lastKeepAlive = DispatchTime.now()
 
-    init(hub: LiveHub, parts: [Part]) {
+    /// Whether the client has hung up: outcomes that arrive then end the work instead of
+    /// building snapshots for nobody.
+    private let peerHasGone: @Sendable () -> Bool
+
+    init(hub: LiveHub, parts: [Part], peerHasGone: @escaping @Sendable () -> Bool) {
         self.hub = hub
+        self.peerHasGone = peerHasGone
         self.parts = parts
         outstanding = parts.count
         unsettled = parts.count
@@ -125,7 +130,8 @@ final class Multiplexer {
         _ outcome: LiveHub.Outcome,
         resumed: Bool,
         open: () -> HTTPStream,
-        fail: (APIError) -> Void
+        fail: (APIError) -> Void,
+        abandon: () -> Void
     ) {
         guard !failed, !ended else {
             // Another watch failed first, or ended the stream before it opened (a snapshot that
@@ -137,6 +143,11 @@ final class Multiplexer {
                 fail(.unavailable())
             }
             return
+        }
+        if stream == nil, peerHasGone() {
+            failed = true
+            unsubscribeAll()
+            return abandon()
         }
         switch outcome {
         case .subscribed:

@@ -26,8 +26,11 @@ extension LibraryAPI {
         let hub = self.hub
         let subscriptions = requests
         LiveActor.enqueue {
+            // Requests queue here when many arrive at once: one whose client has hung up meanwhile
+            // costs nothing more (no loads, no snapshots).
+            guard !exchange.peerHasGone else { return exchange.abandon() }
             let parts = zip(watches, subscriptions).map { Multiplexer.Part(watch: $0, target: $1.target) }
-            let multiplexer = Multiplexer(hub: hub, parts: parts)
+            let multiplexer = Multiplexer(hub: hub, parts: parts, peerHasGone: { exchange.peerHasGone })
             for (part, var request) in zip(parts, subscriptions) {
                 let resumed =
                     resume.map { $0.tags == nil || $0.tags!.contains(Multiplexer.watchTag(part.watch)) } ?? false
@@ -47,7 +50,8 @@ extension LibraryAPI {
                                         LiveActor.enqueue { multiplexer.closed() }
                                     }
                                 },
-                                fail: { exchange.fail($0) })
+                                fail: { exchange.fail($0) },
+                                abandon: { exchange.abandon() })
                         }
                     }
                 )

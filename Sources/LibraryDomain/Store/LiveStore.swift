@@ -22,6 +22,17 @@ package enum LiveTarget: Hashable, Sendable {
         case .book, .library: false
         }
     }
+
+    /// What a replay of this target reads from the change log: the target itself, except that a
+    /// book collection reads by its library alone (the log is not searched by author or
+    /// availability; the live side tests every change against the whole filter), so collections
+    /// that differ only in those filters share one read.
+    package var logQuery: LiveTarget {
+        switch self {
+        case .books(let filter): .books(BookFilter(libraryId: filter.libraryId))
+        case .book, .library, .libraries: self
+        }
+    }
 }
 
 /// A watched resource as one read transaction saw it, with the id of the latest change included.
@@ -62,7 +73,9 @@ package protocol LiveStore: AnyObject, Sendable {
     func load(_ target: LiveTarget, completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void)
 
     /// The logged changes after `seq` (through `last`, or every one when nil) that concern
-    /// `target`, in order: for a library, also its members' joins, departures and changes. Nil when
+    /// `target`, in order: for a library, also its members' joins, departures and changes; for a
+    /// book collection, at least every change of a book of its library (`LiveTarget.logQuery`),
+    /// which the live side tests against the filter. Nil when
     /// the log no longer holds every change after `seq`. One read transaction, so a prune cannot
     /// remove part of what it returns.
     func changes(
