@@ -23,6 +23,10 @@ final class PagedSnapshot: CollectionSnapshot {
         /// Pages read ahead (a one-page collection, or `:memory:`).
         var pages: [CollectionPage]?
         var reader: (any SnapshotReader)?
+        /// The slot `reader` holds.
+        var lease: SnapshotSlots.Lease?
+        /// Told when the slot is taken back (`SnapshotSlots`): the snapshot is closed by then.
+        var onPreempted: (@Sendable () -> Void)?
     }
 
     private let store: any SnapshotSource
@@ -37,15 +41,30 @@ final class PagedSnapshot: CollectionSnapshot {
     }
 
     func next(completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void) {
-        let (queued, reader) = state.withLock { state -> (CollectionPage?, (any SnapshotReader)?) in
-            guard let pages = state.pages, !pages.isEmpty else { return (nil, state.reader) }
-            return (state.pages!.removeFirst(), nil)
+        let (queued, reader, lease) = state.withLock {
+            state -> (CollectionPage?, (any SnapshotReader)?, SnapshotSlots.Lease?) in
+            guard let pages = state.pages, !pages.isEmpty else { return (nil, state.reader, state.lease) }
+            return (state.pages!.removeFirst(), nil, nil)
         }
         if let queued { return completion(.success(queued)) }
         guard let reader else { return first(completion: completion) }
+        lease?.pageRequested()
         reader.async { session in
-            completion(Result { try self.page(session) }.mapError(StoreError.init))
+            let page = Result { try self.page(session) }.mapError(StoreError.init)
+            lease?.pageHandedOut()
+            completion(page)
         }
+    }
+
+    func whenPreempted(_ handler: @escaping @Sendable () -> Void) {
+        state.withLock { $0.onPreempted = handler }
+    }
+
+    /// The slot is taken back from a client that left a page untaken while others waited.
+    private func preempt() {
+        let handler = state.withLock { $0.onPreempted }
+        close()
+        handler?()
     }
 
     /// The first page, from a pooled reader: the whole snapshot when it fits; otherwise the
@@ -60,18 +79,25 @@ final class PagedSnapshot: CollectionSnapshot {
             },
             completion: { result in
                 guard case .success(let page) = result, !page.isLast else { return completion(result) }
-                self.store.snapshotSlots.acquire {
+                self.store.snapshotSlots.acquire(preempt: { self.preempt() }) { lease in
+                    guard let lease else {
+                        return completion(
+                            .failure(StoreError(.unavailable, detail: "every snapshot connection stayed busy")))
+                    }
                     let opened = Result { try self.store.openSnapshotReader() }
                     let closed = self.state.withLock { state in
-                        if case .success(let reader) = opened { state.reader = reader }
+                        if case .success(let reader?) = opened {
+                            state.reader = reader
+                            state.lease = lease
+                        }
                         return state.closed
                     }
                     switch opened {
                     case .failure(let error):
-                        self.store.snapshotSlots.release()
+                        self.store.snapshotSlots.release(lease)
                         completion(.failure(StoreError(error)))
                     case .success(nil):
-                        self.store.snapshotSlots.release()
+                        self.store.snapshotSlots.release(lease)
                         self.readWhole(completion: completion)
                     case .success(.some):
                         // Closed meanwhile: this closes the connection and frees the slot.
@@ -156,12 +182,15 @@ final class PagedSnapshot: CollectionSnapshot {
     }
 
     func close() {
-        let reader = state.withLock { state -> (any SnapshotReader)? in
+        let (reader, lease) = state.withLock { state -> ((any SnapshotReader)?, SnapshotSlots.Lease?) in
             state.closed = true
-            defer { state.reader = nil }
-            return state.reader
+            defer {
+                state.reader = nil
+                state.lease = nil
+            }
+            return (state.reader, state.lease)
         }
-        guard let reader else { return }
+        guard let reader, let lease else { return }
         reader.async { session in
             let open = self.state.withLock { state in
                 defer { state.finished = true }
@@ -170,7 +199,7 @@ final class PagedSnapshot: CollectionSnapshot {
             if open { session.rollback() }
         }
         reader.close()
-        store.snapshotSlots.release()
+        store.snapshotSlots.release(lease)
     }
 }
 
@@ -208,34 +237,139 @@ extension LibraryStore: SnapshotSource {
 }
 
 /// Bounds how many snapshots hold a connection of their own at once (each is a file descriptor
-/// or three, and a read transaction that keeps the WAL from being checkpointed past it).
+/// or three, and a read transaction that keeps the WAL from being checkpointed past it), and keeps
+/// clients that do not read from holding them.
+///
+/// A snapshot holds its slot while its client takes page after page. A client that stops reading
+/// would hold it until the write timeout drops its connection (30 s), and sixteen such clients
+/// held every slot (issue "hardening III", item 2: another client's snapshot then waited 29 s).
+/// So while others wait, a holder whose last page has sat untaken for `maxIdleHold` is preempted:
+/// its stream ends (its client reconnects and starts over, as after any failed snapshot) and the
+/// slot goes to the next in line. A snapshot that waits `maxWait` for a slot is refused, as a
+/// stalled reader would be dropped: its client retries later, instead of the server holding its
+/// changes meanwhile.
 final class SnapshotSlots: Sendable {
     static let limit = 16
-    private let state = Mutex<(free: Int, waiting: [@Sendable () -> Void])>((limit, []))
+    /// How long a holder may leave a page untaken while another snapshot waits (5 s).
+    let maxIdleHold: Duration
+    /// How long a snapshot waits for a slot (30 s): the write timeout, after which a client that
+    /// reads nothing is dropped too.
+    let maxWait: Duration
 
-    /// Calls `work` once a slot is free: at once, on the caller's thread, if one is; else on
-    /// another thread once one is freed (never on the freeing thread, which may be the live
-    /// actor's, while `work` opens a connection).
-    func acquire(_ work: @escaping @Sendable () -> Void) {
-        let now = state.withLock { state in
-            guard state.free > 0 else {
-                state.waiting.append(work)
-                return false
-            }
-            state.free -= 1
-            return true
-        }
-        if now { work() }
+    init(maxIdleHold: Duration = .seconds(5), maxWait: Duration = .seconds(30)) {
+        self.maxIdleHold = maxIdleHold
+        self.maxWait = maxWait
     }
 
-    func release() {
-        let next = state.withLock { state -> (@Sendable () -> Void)? in
+    /// One slot, held by one snapshot until `release`.
+    final class Lease: Sendable {
+        fileprivate let id: Int
+        fileprivate let preempt: @Sendable () -> Void
+        /// When the page handed out last was handed out, while the client has not asked for the
+        /// next one; nil while the snapshot is reading or sending.
+        private let idleSince = Mutex<ContinuousClock.Instant?>(nil)
+
+        fileprivate init(id: Int, preempt: @escaping @Sendable () -> Void) {
+            self.id = id
+            self.preempt = preempt
+        }
+
+        /// A page went to the client: from now the slot waits for the client.
+        func pageHandedOut() { idleSince.withLock { $0 = .now } }
+        /// The client took the page and asks for the next.
+        func pageRequested() { idleSince.withLock { $0 = nil } }
+
+        fileprivate func idle(at now: ContinuousClock.Instant) -> Duration? {
+            idleSince.withLock { since in since.map { now - $0 } }
+        }
+    }
+
+    private struct Waiter {
+        let since: ContinuousClock.Instant
+        let preempt: @Sendable () -> Void
+        let grant: @Sendable (Lease?) -> Void
+    }
+
+    private struct State {
+        var free = SnapshotSlots.limit
+        var waiting: [Waiter] = []
+        var holders: [Int: Lease] = [:]
+        var nextID = 0
+        /// Whether a check of waiters and holders is scheduled.
+        var checking = false
+
+        mutating func lease(_ preempt: @escaping @Sendable () -> Void) -> Lease {
+            nextID += 1
+            let lease = Lease(id: nextID, preempt: preempt)
+            holders[lease.id] = lease
+            return lease
+        }
+    }
+
+    private let state = Mutex(State())
+    /// Holders preempted and waiters refused since start.
+    let preemptions = Mutex(0)
+    let refusals = Mutex(0)
+
+    /// Calls `grant` with a lease once a slot is free: at once, on the caller's thread, if one is;
+    /// else on another thread once one is freed (never on the freeing thread, which may be the live
+    /// actor's, while `grant` opens a connection); with nil after `maxWait`. `preempt` is called
+    /// (once, on another thread) if the holder must give the slot up; it must end its snapshot,
+    /// which releases the lease.
+    func acquire(preempt: @escaping @Sendable () -> Void, _ grant: @escaping @Sendable (Lease?) -> Void) {
+        let (lease, check) = state.withLock { state -> (Lease?, Bool) in
+            guard state.free > 0 else {
+                state.waiting.append(Waiter(since: .now, preempt: preempt, grant: grant))
+                let check = !state.checking
+                state.checking = true
+                return (nil, check)
+            }
+            state.free -= 1
+            return (state.lease(preempt), false)
+        }
+        if let lease { grant(lease) }
+        if check { scheduleCheck(after: .zero) }
+    }
+
+    func release(_ lease: Lease) {
+        let next = state.withLock { state -> (Waiter, Lease)? in
+            guard state.holders.removeValue(forKey: lease.id) != nil else { return nil }  // released already
             guard !state.waiting.isEmpty else {
                 state.free += 1
                 return nil
             }
-            return state.waiting.removeFirst()
+            let waiter = state.waiting.removeFirst()
+            return (waiter, state.lease(waiter.preempt))
         }
-        if let next { DispatchQueue.global().async(execute: next) }
+        if let (waiter, lease) = next { DispatchQueue.global().async { waiter.grant(lease) } }
+    }
+
+    /// While snapshots wait: refuses those past `maxWait`, and preempts idle holders, one per
+    /// waiter, the longest idle first.
+    private func check() {
+        let now = ContinuousClock.now
+        let (maxWait, maxIdleHold) = (maxWait, maxIdleHold)
+        let (expired, idle, more) = state.withLock { state -> ([Waiter], [Lease], Bool) in
+            let expired = state.waiting.filter { now - $0.since >= maxWait }
+            state.waiting.removeAll { now - $0.since >= maxWait }
+            let idle = state.holders.values
+                .compactMap { lease in lease.idle(at: now).flatMap { $0 >= maxIdleHold ? (lease, $0) : nil } }
+                .sorted { $0.1 > $1.1 }
+                .prefix(state.waiting.count)
+                .map(\.0)
+            state.checking = !state.waiting.isEmpty
+            return (expired, Array(idle), state.checking)
+        }
+        refusals.withLock { $0 += expired.count }
+        preemptions.withLock { $0 += idle.count }
+        for waiter in expired { waiter.grant(nil) }
+        for lease in idle { lease.preempt() }
+        if more { scheduleCheck(after: min(.seconds(1), maxIdleHold / 5)) }
+    }
+
+    private func scheduleCheck(after delay: Duration) {
+        let (seconds, attoseconds) = delay.components
+        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { self.check() }
     }
 }

@@ -35,6 +35,14 @@ extension LiveHub {
     func sendSnapshot(to subscriber: Subscriber) {
         guard !subscriber.removed, !subscriber.finished else { return }
         let cursor = store.snapshot(of: subscriber.request.target, pageSize: Self.snapshotPage)
+        cursor.whenPreempted {
+            // Its client left a page untaken while other snapshots waited: the stream ends, and
+            // the client reconnects and starts over, as after any snapshot that failed.
+            LiveActor.enqueue {
+                guard subscriber.snapshot === cursor else { return }
+                subscriber.finish()
+            }
+        }
         subscriber.holdForSnapshot()
         subscriber.snapshot = cursor
         sendPage(of: cursor, to: subscriber, first: true)

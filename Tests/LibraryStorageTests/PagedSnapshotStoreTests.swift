@@ -63,22 +63,60 @@ import Testing
 
     @Test func slots_RunAtMostTheLimitAtOnceAndTheRestInTurn() throws {
         let slots = SnapshotSlots()
-        let ran = Mutex(0)
-        /// Waits (up to 5 s) for `count` runs: a waiter runs on another thread once a slot frees.
-        func expectRuns(_ count: Int) {
+        let leases = Mutex<[SnapshotSlots.Lease]>([])
+        /// Waits (up to 5 s) for `count` grants: a waiter is granted on another thread once a slot frees.
+        func expectGrants(_ count: Int) {
             let deadline = Date().addingTimeInterval(5)
-            while ran.withLock({ $0 }) < count && Date() < deadline { usleep(1_000) }
+            while leases.withLock({ $0.count }) < count && Date() < deadline { usleep(1_000) }
             usleep(20_000)  // and no more than that
-            #expect(ran.withLock { $0 } == count)
+            #expect(leases.withLock { $0.count } == count)
         }
-        for _ in 0..<(SnapshotSlots.limit + 3) { slots.acquire { ran.withLock { $0 += 1 } } }
-        expectRuns(SnapshotSlots.limit)
-        slots.release()
-        slots.release()
-        expectRuns(SnapshotSlots.limit + 2)
-        for _ in 0..<(SnapshotSlots.limit + 1) { slots.release() }
-        expectRuns(SnapshotSlots.limit + 3)
-        slots.acquire { ran.withLock { $0 += 1 } }
-        #expect(ran.withLock { $0 } == SnapshotSlots.limit + 4, "a free slot runs its work at once")
+        func acquire() { slots.acquire(preempt: {}) { lease in leases.withLock { $0.append(lease!) } } }
+        for _ in 0..<(SnapshotSlots.limit + 3) { acquire() }
+        expectGrants(SnapshotSlots.limit)
+        let held = leases.withLock { $0 }
+        slots.release(held[0])
+        slots.release(held[0])  // a second release of one lease frees nothing more
+        slots.release(held[1])
+        expectGrants(SnapshotSlots.limit + 2)
+        for lease in leases.withLock({ $0 }).dropFirst(2) { slots.release(lease) }
+        expectGrants(SnapshotSlots.limit + 3)
+        acquire()
+        #expect(leases.withLock { $0.count } == SnapshotSlots.limit + 4, "a free slot is granted at once")
+    }
+
+    /// A holder whose client leaves a page untaken gives its slot up while others wait; one that
+    /// is reading keeps it; a waiter that no slot reaches in time is refused.
+    @Test func slots_PreemptIdleHoldersForWaitersAndRefuseWaitersPastTheirTime() throws {
+        let slots = SnapshotSlots(maxIdleHold: .milliseconds(100), maxWait: .seconds(3))
+        let preempted = Mutex<Set<Int>>([])
+        let granted = Mutex<[Int: SnapshotSlots.Lease]>([:])
+        let refused = Mutex<Set<Int>>([])
+        func acquire(_ index: Int) {
+            slots.acquire(preempt: {
+                preempted.withLock { _ = $0.insert(index) }
+                if let lease = granted.withLock({ $0[index] }) { slots.release(lease) }
+            }) { lease in
+                if let lease {
+                    granted.withLock { $0[index] = lease }
+                } else {
+                    refused.withLock { _ = $0.insert(index) }
+                }
+            }
+        }
+        for index in 0..<SnapshotSlots.limit { acquire(index) }
+        let leases = granted.withLock { $0 }
+        leases[0]!.pageHandedOut()  // its client has a page it does not take
+        for index in 1..<SnapshotSlots.limit { leases[index]!.pageRequested() }  // the others read on
+        acquire(100)
+        acquire(101)
+        let deadline = Date().addingTimeInterval(15)
+        while (granted.withLock { $0[100] } == nil || refused.withLock { $0.isEmpty }) && Date() < deadline {
+            usleep(5_000)
+        }
+        #expect(preempted.withLock { $0 } == [0], "only the idle holder was preempted")
+        #expect(granted.withLock { $0[100] } != nil, "the first waiter got the idle holder's slot")
+        #expect(refused.withLock { $0 } == [101], "the second found no idle holder and was refused in time")
+        #expect(slots.preemptions.withLock { $0 } == 1 && slots.refusals.withLock { $0 } == 1)
     }
 }

@@ -133,4 +133,8 @@ package protocol CollectionSnapshot: AnyObject, Sendable {
     func next(completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void)
     /// Ends the read, whether or not every page was read.
     func close()
+    /// Sets who is told (on another thread) when the snapshot is ended for its client: one that
+    /// left a page untaken while other snapshots waited for the connection this one holds. The
+    /// snapshot is closed by then.
+    func whenPreempted(_ handler: @escaping @Sendable () -> Void)
 }
