@@ -82,7 +82,6 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // Build-time embedding of Migrations/*.sql and openapi.yaml into the binary.
         // Fuzz targets for the HTTP parser and the JSON body decoders; scripts/fuzz.sh runs them.
         .executableTarget(
             name: "library-fuzz",
@@ -91,6 +90,7 @@ let package = Package(
             linkerSettings: fuzzLinkerSettings
         ),
 
+        // Build-time embedding of Migrations/*.sql, openapi.yaml and the console into the binary.
         .executableTarget(name: "EmbedFilesTool", swiftSettings: swiftSettings),
         .plugin(name: "EmbedFiles", capability: .buildTool(), dependencies: ["EmbedFilesTool"]),
 

@@ -6,8 +6,9 @@ import Logging
 
 /// The REST API of libraries and books: the `HTTPResponder` the server calls for every request.
 ///
-/// Checks that need no database (route, method, token, query, body) run on the event-loop thread;
-/// the rest runs on a database thread, which sends the response.
+/// Every request is routed and checked (route, method, token, query, body) on its event-loop
+/// thread. On SQLite its reads run there too, on the loop's own reader; writes, and every read on
+/// PostgreSQL, run on a database thread, which sends the response.
 package final class LibraryAPI: HTTPResponder {
     let store: any LibraryDatabase
     let configuration: APIConfiguration

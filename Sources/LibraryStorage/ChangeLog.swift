@@ -145,8 +145,10 @@ extension LibraryReader {
                     after: seq, through: last)
             }
             return try changes(where: "entity = 'book'", [], after: seq, through: last)
-        default:
+        case .libraries:
             return try changes(where: "entity = 'library'", [], after: seq, through: last)
+        case .book, .library:
+            preconditionFailure("a single resource is replayed by changes(ofBook:) or changes(ofLibrary:)")
         }
     }
 

@@ -6,8 +6,9 @@ import Synchronization
 /// Libraries and books in SQLite: reads on a pool of reader connections, writes serialized on the
 /// one writer, each write a single transaction.
 ///
-/// Work is given as a closure that runs on a database thread and a completion that receives its
-/// result there, so callers on event-loop threads never block.
+/// Writes and long reads are given as a closure that runs on a database thread and a completion
+/// that receives its result there, so an event loop never waits for a commit. Short reads of a
+/// request run on its event loop's own reader (`read(lane:)`), which no other thread uses.
 package final class LibraryStore: Sendable {
     let pool: DatabasePool
     /// The migrations applied when the store opened (empty when the schema was current).

@@ -3,7 +3,7 @@ import SQLite
 
 /// The writes of libraries and books, run inside one transaction by `LibraryStore.write`.
 ///
-/// Each method checks existence (404), then `If-Match` (412), then the values (422), and writes
+/// Each method checks existence (404), then the values (422), then `If-Match` (412), and writes
 /// nothing when the new values equal the stored ones, so `version` counts real changes only.
 /// Every resource it changes is noted as a `ChangeItem`, for the change log and the live models.
 package final class LibraryWriter {

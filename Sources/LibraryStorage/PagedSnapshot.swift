@@ -147,12 +147,16 @@ final class PagedSnapshot: CollectionSnapshot {
     private static func read(_ target: LiveTarget, _ reader: LibraryReader, after: Int, limit: Int) throws
         -> (CollectionPage.Items, next: Int?)
     {
-        if case .books(let filter) = target {
+        switch target {
+        case .books(let filter):
             let page = try reader.books(filter, after: after, limit: limit)
             return (.books(page.items), page.next)
+        case .libraries:
+            let page = try reader.libraries(after: after, limit: limit)
+            return (.libraries(page.items), page.next)
+        case .book, .library:
+            preconditionFailure("only a collection is read by pages")
         }
-        let page = try reader.libraries(after: after, limit: limit)
-        return (.libraries(page.items), page.next)
     }
 
     /// `:memory:`: the snapshot read whole in one transaction, handed out a page at a time.

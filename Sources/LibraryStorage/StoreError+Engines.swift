@@ -12,10 +12,7 @@ extension StoreError {
         } else if let error = error as? SQLiteError {
             self.init(error.isUnavailable ? .unavailable : .internal, detail: error.description)
         } else if let error = error as? PGError {
-            let unavailable =
-                error.isConnectionFailure || error.sqlState.hasPrefix("53") || error.sqlState.hasPrefix("40")
-                || ["57014", "25006", "55P03"].contains(error.sqlState)
-            self.init(unavailable ? .unavailable : .internal, detail: error.description)
+            self.init(error.isTransient ? .unavailable : .internal, detail: error.description)
         } else {
             self.init(.internal, detail: String(describing: error))
         }

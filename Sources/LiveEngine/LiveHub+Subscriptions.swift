@@ -441,9 +441,4 @@ extension LiveHub {
         }
         updateInbox()
     }
-
-    /// Ends every stream (server shutdown).
-    package func finishAll() {
-        for audience in audiences.values { audience.subscribers.forEach { $0.finish() } }
-    }
 }

@@ -43,12 +43,12 @@ package final class PGConnection {
             }
         }
         guard let handle = connected else {
-            throw PGError(sqlState: "", message: "out of memory while connecting")
+            throw PGError.connection("out of memory while connecting")
         }
         guard PQstatus(handle) == CONNECTION_OK else {
             let message = Self.message(of: handle)
             PQfinish(handle)
-            throw PGError(sqlState: "", message: message)
+            throw PGError.connection(message)
         }
         // Notices (`relation … already exists, skipping`) are the server's remarks, not errors:
         // libpq would print them on stderr, where the server's log lines go.
@@ -74,7 +74,7 @@ package final class PGConnection {
 
     /// The rows of a statement's result, or its error (the result then freed).
     private func checked(_ result: OpaquePointer?) throws(PGError) -> PGResult {
-        guard let result else { throw PGError(sqlState: "", message: Self.message(of: handle)) }
+        guard let result else { throw PGError.connection(Self.message(of: handle)) }
         switch PQresultStatus(result) {
         case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
             return PGResult(result)
@@ -102,7 +102,7 @@ package final class PGConnection {
         if let known = prepared[sql] { return known }
         let name = "s\(prepared.count)"
         guard let result = PQprepare(handle, name, sql, 0, nil) else {
-            throw PGError(sqlState: "", message: Self.message(of: handle))
+            throw PGError.connection(Self.message(of: handle))
         }
         defer { PQclear(result) }
         guard PQresultStatus(result) == PGRES_COMMAND_OK else { throw Self.error(of: result, on: handle) }
@@ -116,7 +116,7 @@ package final class PGConnection {
     /// transaction, which is then aborted).
     package func pipeline(_ statements: [(sql: String, values: [PGValue])]) throws(PGError) -> [PGResult] {
         let names = try statements.map { statement throws(PGError) in try statementName(statement.sql) }
-        guard PQenterPipelineMode(handle) == 1 else { throw PGError(sqlState: "", message: Self.message(of: handle)) }
+        guard PQenterPipelineMode(handle) == 1 else { throw PGError.protocolViolation(Self.message(of: handle)) }
         var results: [PGResult] = []
         var failure: PGError?
         for (name, statement) in zip(names, statements) {
@@ -124,12 +124,12 @@ package final class PGConnection {
                 PQsendQueryPrepared(handle, name, Int32(statement.values.count), pointers, nil, nil, 0)
             }
             if sent != 1 {
-                failure = PGError(sqlState: "", message: Self.message(of: handle))
+                failure = PGError.connection(Self.message(of: handle))
                 break
             }
         }
         if failure == nil, PQpipelineSync(handle) != 1 {
-            failure = PGError(sqlState: "", message: Self.message(of: handle))
+            failure = PGError.connection(Self.message(of: handle))
         }
         if let failure {
             // A pipeline cut short cannot be read back in step: the connection is given up.
@@ -144,7 +144,7 @@ package final class PGConnection {
                 nulls += 1
                 if PQstatus(handle) != CONNECTION_OK || nulls > statements.count + 1 {
                     broken = true
-                    failure = failure ?? PGError(sqlState: "", message: Self.message(of: handle))
+                    failure = failure ?? PGError.connection(Self.message(of: handle))
                     break
                 }
                 continue
@@ -168,7 +168,7 @@ package final class PGConnection {
         _ = PQexitPipelineMode(handle)
         if let failure { throw failure }
         guard results.count == statements.count else {
-            throw PGError(sqlState: "", message: "a pipeline returned \(results.count) results for \(statements.count)")
+            throw PGError.protocolViolation("a pipeline returned \(results.count) results for \(statements.count)")
         }
         return results
     }
@@ -198,9 +198,12 @@ package final class PGConnection {
     }
 
     private static func error(of result: OpaquePointer, on handle: OpaquePointer) -> PGError {
-        let sqlState = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
         let primary = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
-        return PGError(sqlState: sqlState, message: primary ?? message(of: handle))
+        // An error result without a SQLSTATE is libpq's own: the connection failed under it.
+        guard let sqlState = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map({ String(cString: $0) }) else {
+            return .connection(primary ?? message(of: handle))
+        }
+        return .server(sqlState: sqlState, message: primary ?? message(of: handle))
     }
 
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.

@@ -27,7 +27,7 @@ package struct PGMigrator: Sendable {
     package init(_ migrations: [PGMigration]) throws(PGError) {
         let sorted = migrations.sorted { $0.version < $1.version }
         for (previous, next) in zip(sorted, sorted.dropFirst()) where previous.version == next.version {
-            throw PGError(sqlState: "", message: "\(previous.name) and \(next.name) share version \(next.version)")
+            throw PGError.migration("\(previous.name) and \(next.name) share version \(next.version)")
         }
         self.migrations = sorted
     }
@@ -53,11 +53,10 @@ package struct PGMigrator: Sendable {
             let version = rows.int(row, 0) ?? -1
             let name = rows.string(row, 1) ?? "?"
             guard let migration = known[version] else {
-                throw PGError(
-                    sqlState: "", message: "the database has migration \(name), which this binary does not know")
+                throw PGError.migration("the database has migration \(name), which this binary does not know")
             }
             guard migration.checksum == rows.string(row, 2) else {
-                throw PGError(sqlState: "", message: "\(migration.name) was edited after it was applied")
+                throw PGError.migration("\(migration.name) was edited after it was applied")
             }
             applied.insert(version)
         }

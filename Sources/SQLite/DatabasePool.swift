@@ -19,7 +19,9 @@ package protocol BatchedWrite: AnyObject, Sendable {
 ///
 /// SQLite in WAL mode lets readers run while the single writer commits. Work is submitted as a
 /// closure that receives the connection on that connection's queue, so no connection is ever used
-/// by two threads at once, and no event-loop thread ever blocks on SQLite.
+/// by two threads at once, and no event-loop thread ever waits for a write or a checkpoint. Short
+/// reads may run on the caller's thread (`readNow(lane:)`, one reader per event loop): an indexed
+/// lookup takes microseconds, less than handing it to another thread and back would.
 ///
 /// Writes submitted with `write(_: BatchedWrite)` are committed in groups: the writer takes every
 /// write waiting when it becomes free and commits them in one transaction. Nothing waits to fill a

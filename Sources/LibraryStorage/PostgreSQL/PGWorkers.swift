@@ -43,7 +43,7 @@ final class PGWorkers: Sendable {
             return true
         }
         guard accepted else {
-            return job(.failure(PGError(sqlState: "57P01", message: "the store is closing")))
+            return job(.failure(PGError.closing))
         }
         ready.signal()
     }

@@ -73,7 +73,7 @@ final class PGWriter: Sendable {
             return !state.scheduled
         }
         guard let schedule else {
-            return write.finish(nil, PGError(sqlState: "57P01", message: "the store is closing"))
+            return write.finish(nil, PGError.closing)
         }
         if schedule { queue.async { self.commitPending() } }
     }
