@@ -364,7 +364,7 @@ import Testing
         let (path, a, b, x) = try Self.oldShapeDatabase()
         defer { try? FileManager.default.removeItem(atPath: path) }
         let store = try LibraryStore(path: path, history: 10)
-        #expect(store.appliedMigrations.map(\.version) == [4, 5])
+        #expect(store.appliedMigrations.map(\.version) == [4, 5, 6])
         #expect(try store.latestCommittedSeq() == 6)
 
         let book = Self.describe(try Self.replay(store, .book(x), after: 0))

@@ -42,7 +42,7 @@ extension LibraryAPI {
     /// `POST /books`, or `POST /libraries/{id}/books` (404 when that library does not exist).
     func createBook(in libraryID: String?, _ exchange: Exchange) throws(APIError) {
         let draft = try BodyDecoding.bookDraft(exchange.request, pathLibraryID: libraryID)
-        exchange.write(libraryID.map { "library \($0)" } ?? "book") { writer in
+        try exchange.create(libraryID.map { "library \($0)" } ?? "book") { writer in
             if let libraryID, try writer.reader.library(id: libraryID) == nil { throw StoreError(.notFound) }
             return try writer.createBook(draft)
         } respond: { book in

@@ -32,7 +32,7 @@ extension LibraryAPI {
 
     func createLibrary(_ exchange: Exchange) throws(APIError) {
         let draft = try BodyDecoding.libraryDraft(exchange.request)
-        exchange.write("library") { writer in
+        try exchange.create("library") { writer in
             try writer.createLibrary(draft)
         } respond: { library in
             var json = JSONWriter()

@@ -5,7 +5,8 @@ struct CORS: Sendable {
     /// `*`, or the exact origins allowed; empty when CORS is off.
     private let origins: [String]
 
-    static let allowedHeaders = "Authorization, Content-Type, If-Match, If-None-Match, Last-Event-ID, X-Request-ID"
+    static let allowedHeaders =
+        "Authorization, Content-Type, Idempotency-Key, If-Match, If-None-Match, Last-Event-ID, X-Request-ID"
     static let exposedHeaders = "ETag, Location, Retry-After, X-Request-ID"
 
     init(_ configured: String?) {
