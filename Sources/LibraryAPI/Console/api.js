@@ -63,6 +63,7 @@ export async function request(method, path, { body, version, idempotencyKey, sig
   }
   if (!response.ok) {
     const error = new ApiError(response.status, data);
+    error.method = method;
     if (response.status === 401) for (const callback of listeners.unauthorized) callback(error);
     throw error;
   }

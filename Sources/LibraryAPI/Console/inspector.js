@@ -5,6 +5,8 @@
 const LIMIT = 200;
 const MAX_DATA = 4000; // a 1,000-book snapshot would otherwise make one entry megabytes of text
 
+const clock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
+
 export class Inspector {
   constructor(list, counter, clearButton) {
     this.list = list;
@@ -24,7 +26,7 @@ export class Inspector {
     const head = document.createElement("div");
     head.className = "frame-head";
     const time = document.createElement("time");
-    time.textContent = new Date().toLocaleTimeString([], { hour12: false });
+    time.textContent = clock.format(new Date());
     head.append(time, " ");
     if (record.kind === "frame") {
       item.dataset.frameId = record.id || "";
@@ -32,7 +34,7 @@ export class Inspector {
       item.append(head);
       for (const entry of record.entries) item.append(this.entry(entry));
     } else {
-      const text = record.kind === "connect" ? `connecting ${record.url}`
+      const text = record.kind === "connect" ? `connecting with ${record.watches} watch${record.watches === 1 ? "" : "es"}${record.resume ? ", resuming" : ""}`
         : record.kind === "open" ? "stream open" : record.text || record.kind;
       head.append(label(record.kind, "type"), " ", text);
       item.append(head);

@@ -37,18 +37,26 @@ export class LiveStream {
     this.open(false);
   }
 
-  /** Opens the stream again from scratch of the connection (after new tokens, say). */
+  /** Opens the stream again, resuming from the last frame (after new tokens, say). */
   restart() {
     this.open(false);
   }
 
-  url({ forDisplay = false } = {}) {
+  url() {
     const params = new URLSearchParams();
     for (const watch of [...this.handlers.keys()].sort()) params.append("watch", watch);
     if (this.lastId) params.set("lastEventId", this.lastId);
     const token = tokens.forReading;
-    if (token) params.set("access_token", forDisplay ? "•••" : token);
+    if (token) params.set("access_token", token);
     return `events?${params}`;
+  }
+
+  /** The stream's URL for people: one parameter a line, decoded, the token masked. */
+  displayUrl() {
+    const lines = [...this.handlers.keys()].sort().map((watch) => `  watch=${watch}`);
+    if (this.lastId) lines.push(`  lastEventId=${this.lastId}`);
+    if (tokens.forReading) lines.push("  access_token=•••");
+    return `events?\n${lines.join("\n")}`;
   }
 
   open(retrying) {
@@ -61,7 +69,7 @@ export class LiveStream {
     const source = new EventSource(url);
     this.source = source;
     this.setState(retrying ? "reconnecting" : "connecting");
-    this.onFrame({ kind: "connect", url: this.url({ forDisplay: true }) });
+    this.onFrame({ kind: "connect", url: this.displayUrl(), watches: this.handlers.size, resume: Boolean(this.lastId) });
     source.onopen = () => {
       if (source !== this.source) return;
       this.backoff = 1000;
@@ -107,6 +115,14 @@ export class LiveStream {
       // unreachable: retry below
     } finally {
       abort.abort();
+    }
+    // A watch whose book or library is gone (deleted before the stream could start) is a 404 that
+    // names it; its view treats that as the delete it is and drops the watch, which reopens.
+    const refused = /^watch "(.+?)": /.exec(detail)?.[1];
+    if (status === 404 && refused && this.handlers.has(refused)) {
+      this.onFrame({ kind: "error", text: `stream refused: ${detail}` });
+      this.handlers.get(refused)("delete", {});
+      if (this.source || this.retryTimer) return;
     }
     if (status === 401) {
       this.setState("unauthorized", detail);
