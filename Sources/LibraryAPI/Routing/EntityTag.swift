@@ -9,7 +9,7 @@ enum EntityTag {
     /// Strong comparison is exact text (RFC 9110 §8.8.3.2): only the tags this server sends, the
     /// version in canonical decimal, can match; `"+1"` or `"01"` match no version.
     static func precondition(ifMatch header: String?) throws(APIError) -> Precondition {
-        guard let header else { return .none }
+        guard let header = try header.map(undoingPercentEncoding) else { return .none }
         if header.trimmedOWS() == "*" { return .exists }
         return .versions(try tags(header).compactMap { $0.weak ? nil : version(of: $0.opaque) })
     }
@@ -27,9 +27,23 @@ enum EntityTag {
 
     /// Whether `If-None-Match` matches the tag whose quoted text is `opaque` (weak comparison).
     static func noneMatchHits(_ header: String?, opaque: String) throws(APIError) -> Bool {
-        guard let header else { return false }
+        guard let header = try header.map(undoingPercentEncoding) else { return false }
         if header.trimmedOWS() == "*" { return true }
         return try tags(header).contains { $0.opaque == opaque }
+    }
+
+    /// The header as sent, or decoded when it was percent-encoded as a whole (`%221%22` for `"1"`).
+    ///
+    /// Apple's swift-openapi-runtime percent-encodes header values (swift-openapi-generator #529,
+    /// #857), so every conditional request of a generated client arrives that way. A valid list of
+    /// entity tags never starts with `%` (it starts with `"`, `W/`, `*`, a comma or whitespace),
+    /// so decoding such a value changes nothing that works today.
+    private static func undoingPercentEncoding(_ header: String) throws(APIError) -> String {
+        guard header.utf8.first == UInt8(ascii: "%") else { return header }
+        guard let decoded = percentDecode(header[...]) else {
+            throw .badRequest("If-Match and If-None-Match take entity tags such as \"3\", or *.")
+        }
+        return decoded
     }
 
     /// The entity tags of a list: `#entity-tag`, where `entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE`,
