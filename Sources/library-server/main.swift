@@ -102,6 +102,20 @@ if server.maxConnections < configuration.maxConnections {
         ])
 }
 
+api.metrics.addGauge("library_resident_anon_bytes", help: "Resident anonymous memory (heap, stacks): RssAnon.") {
+    MemoryReadings.resident().anon
+}
+api.metrics.addGauge(
+    "library_resident_file_bytes", help: "Resident file-backed memory (binary, libraries, mapped files): RssFile."
+) {
+    MemoryReadings.resident().file
+}
+api.metrics.addGauge("library_heap_in_use_bytes", help: "Heap memory handed out now (malloc).") {
+    MemoryReadings.heapInUse
+}
+api.metrics.addGauge("library_heap_free_bytes", help: "Heap memory freed but still held by the process (malloc).") {
+    MemoryReadings.heapFree
+}
 let heapTrimmer = HeapTrimmer()
 api.metrics.addCounter(
     "library_heap_trims_total", help: "Times the heap held over 64 MiB free and was trimmed back to the system."

@@ -132,6 +132,23 @@ import Testing
         #expect(down.stderr.split(separator: "\n").count == 1)
     }
 
+    /// Resident memory split into anonymous and file pages, the heap into in use and free: the
+    /// figures a memory question needs, where one RSS number hides which part grew.
+    @Test func metrics_SplitMemoryIntoItsKinds() throws {
+        let server = try ServerProcess(["--database", ":memory:", "--log-level", "warning"])
+        let text = try TestConnection(port: server.port).request("GET", "/metrics").text
+        for name in [
+            "library_resident_anon_bytes", "library_resident_file_bytes", "library_heap_in_use_bytes",
+            "library_heap_free_bytes", "library_heap_trims_total",
+        ] {
+            let value = text.split(separator: "\n").first { $0.hasPrefix(name + " ") }?.split(separator: " ").last
+            #expect(value.flatMap { Int($0) }.map { $0 >= 0 } == true, "\(name)")
+        }
+        let anon = text.split(separator: "\n").first { $0.hasPrefix("library_resident_anon_bytes ") }
+        #expect((anon?.split(separator: " ").last).flatMap { Int($0) } ?? 0 > 0)
+        _ = server.stop()
+    }
+
     @Test func logLevelWarning_KeepsRequestsOutOfTheLog() throws {
         let server = try ServerProcess(["--database", ":memory:", "--log-level", "warning"])
         _ = try TestConnection(port: server.port).request("GET", "/healthz")

@@ -23,6 +23,8 @@ static inline int csys_malloc_trim_threshold(int bytes) { return mallopt(M_TRIM_
 // Bytes the heap holds free (not in use, not given back), and giving them back: glibc returns
 // only the top of a heap by itself, so a burst of large frees stays resident until malloc_trim.
 static inline size_t csys_heap_free_bytes(void) { return mallinfo2().fordblks; }
+// Bytes the heap hands out now: small chunks in its arenas plus large ones mapped on their own.
+static inline size_t csys_heap_in_use_bytes(void) { struct mallinfo2 m = mallinfo2(); return m.uordblks + m.hblkhd; }
 static inline int csys_malloc_trim(void) { return malloc_trim(0); }
 
 // accept4 needs _GNU_SOURCE, which the Swift importer does not define: wrapped in shims.c.
