@@ -247,20 +247,21 @@ extension LibraryStore: SnapshotSource {
 /// A snapshot holds its slot while its client takes page after page. A client that stops reading
 /// would hold it until the write timeout drops its connection (30 s), and sixteen such clients
 /// held every slot (issue "hardening III", item 2: another client's snapshot then waited 29 s).
-/// So while others wait, a holder whose last page has sat untaken for `maxIdleHold` is preempted:
+/// So while others wait, a holder whose last page has sat untaken for `maxIdleHold` (3 s) is preempted:
 /// its stream ends (its client reconnects and starts over, as after any failed snapshot) and the
 /// slot goes to the next in line. A snapshot that waits `maxWait` for a slot is refused, as a
 /// stalled reader would be dropped: its client retries later, instead of the server holding its
 /// changes meanwhile.
 final class SnapshotSlots: Sendable {
     static let limit = 16
-    /// How long a holder may leave a page untaken while another snapshot waits (5 s).
+    /// How long a holder may leave a page untaken while another snapshot waits (3 s: a page is
+    /// about 150 KB, so a client that takes less than 50 KB/s gives way to the others).
     let maxIdleHold: Duration
     /// How long a snapshot waits for a slot (30 s): the write timeout, after which a client that
     /// reads nothing is dropped too.
     let maxWait: Duration
 
-    init(maxIdleHold: Duration = .seconds(5), maxWait: Duration = .seconds(30)) {
+    init(maxIdleHold: Duration = .seconds(3), maxWait: Duration = .seconds(30)) {
         self.maxIdleHold = maxIdleHold
         self.maxWait = maxWait
     }
@@ -368,7 +369,7 @@ final class SnapshotSlots: Sendable {
         preemptions.withLock { $0 += idle.count }
         for waiter in expired { waiter.grant(nil) }
         for lease in idle { lease.preempt() }
-        if more { scheduleCheck(after: min(.seconds(1), maxIdleHold / 5)) }
+        if more { scheduleCheck(after: min(.milliseconds(500), maxIdleHold / 5)) }
     }
 
     private func scheduleCheck(after delay: Duration) {

@@ -344,7 +344,17 @@ final class Multiplexer {
         guard frameEntries != nil else { return }  // everything pending cancelled out
         bytes += Array("data: ]\nid: \(hub.position).\(tag)\n\n".utf8)
         frameEntries = nil
+        guard bytes.count > EventStreamSink.chunkSize else { return stream.write(bytes) }
+        // A large frame (a deep resume of many watches can fold thousands of items into each)
+        // goes out with the large send buffer, as a snapshot does: through the small one, on
+        // loopback, each segment waited for a delayed acknowledgement, and 5.5 MB took 7 s.
+        stream.setSendBuffer(EventStreamSink.largeSendBuffer)
         stream.write(bytes)
+        stream.whenDrained {
+            LiveActor.enqueue {
+                if self.paging == nil { stream.setSendBuffer(EventStreamSink.sendBuffer) }
+            }
+        }
     }
 
     /// The start of an entry, up to its `data` value: opens the frame first if none is open.
