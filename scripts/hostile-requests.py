@@ -8,7 +8,8 @@ or abusive requests as raw bytes, each on a fresh connection to 127.0.0.1:
   * request smuggling shapes: Content-Length with Transfer-Encoding (both orders), duplicate or
     non-decimal Content-Length, unsupported or repeated transfer codings, whitespace before a colon;
   * header syntax: obs-fold, bare CR, bare LF line endings, NUL and control bytes;
-  * size limits: request line (414), head (431), header count (431), body (413);
+  * size limits: request line over 32 KiB (414; 9,000 bytes are served), head over 40 KiB (431),
+    header count (431), body (413);
   * broken chunked framing, truncated bodies, bodies shorter than Content-Length: with the client
     waiting they must end in a 408 (10 s request timeout); with the client's end-of-stream sent
     along with the bytes they must end at once (within EOF_REACTION), not at a timeout;
@@ -16,7 +17,9 @@ or abusive requests as raw bytes, each on a fresh connection to 127.0.0.1:
     non-object documents;
   * hostile URLs: bad percent-encoding in path and query, absurd ``limit`` and ``cursor`` values;
   * protocol confusion: HTTP/2 preface, HTTP/3.0, HTTP/0.9-style lines, no Host, absolute-form
-    targets naming other hosts, a 10 KiB method, a lowercase method;
+    targets naming other hosts, a 10 KiB method, a lowercase method; an absolute-form target's
+    authority replaces Host (RFC 9112 3.2.2, issue 25): `GET http://evil.example/libraries` with
+    `Host: 127.0.0.1` is a 421, `GET http://127.0.0.1:PORT/libraries` a 200;
   * API abuse (issue 12): If-Match tags that are equal as numbers but not as text ("+1", "01"),
     a 1 MiB body of 60,000 unknown members (the 422 must stay small), a write without
     Content-Type (a browser's no-cors request), a Host naming another site (DNS rebinding: 421).
@@ -45,11 +48,30 @@ Then a second server runs under RLIMIT_NOFILE 128 with `--max-connections 1000`:
 that it lowered the cap, answer each of 200 simultaneous clients (200, or 503 past the cap)
 instead of hanging on EMFILE, stay idle while they hold on, and serve again once they are gone.
 
+A third server runs with `--api-token` and `--read-token` (issue 25): two `Authorization` fields on
+one request are a 400, on a write, a read and a stream, even when both carry a valid token (a
+proxy and the server could each pick another one); one is served; nothing was written.
+
+A fourth server, with 101 books and one by author a759800, takes the live-query cases (issue 25):
+  * `/events?watch=/books/ID?fields=title&lastEventId=abc` with `Last-Event-ID: 5` is a 200
+    stream (the header wins and the parameter is not read); without the header, a 400;
+  * `/events?watch=/books/UUID` for a book never created, with `Last-Event-ID: 1`, is a stream whose
+    first frame is that watch's `delete` (`/books/UUID/events` with the same id is a 404
+    problem+json);
+  * 100 watches written as a browser's URLSearchParams does (`watch=%2Fbooks%2FID%3Ffields%3D
+    title%2Cavailable` x100) get a snapshot each; reopened with `lastEventId=` the id of that first
+    frame (about 10 KB of request line) they are a 200, not a 414, and the resume takes (a PATCH of
+    one book is then the only entry); 101 such watches are a 400;
+  * tag collision: `/books?author=a41602&fields=title` and `/books?author=a759800&fields=title`
+    have the same 32-bit FNV-1a hash; resuming both with the frame id of a stream that had only the
+    first must send the second its snapshot, holding the a759800 book.
+
 Usage: scripts/hostile-requests.py SERVER_BINARY
 Prints one `ok - ...` or `FAIL - ...` line per check, then `hostile-requests: N passed, M failed`;
-exits 1 when anything failed. Takes about 30 s and never more than TIME_LIMIT seconds.
+exits 1 when anything failed. Takes about 40 s and never more than TIME_LIMIT seconds.
 """
 
+import collections
 import concurrent.futures
 import json
 import os
@@ -59,14 +81,16 @@ import select
 import socket
 import sys
 import time
+import urllib.parse
+import uuid
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import HOST, Report, parse_headers, run_server, shorten, start_watchdog  # noqa: E402
+from harness import HOST, Report, dechunk, next_event, parse_headers, run_server, shorten, start_watchdog  # noqa: E402
 
 NAME = "hostile-requests"
-TIME_LIMIT = 120  # seconds for the whole run; a watchdog stops everything past it
+TIME_LIMIT = 150  # seconds for the whole run; a watchdog stops everything past it
 CASE_TIMEOUT = 5.0  # seconds a case may take to be answered (or closed)
 SLOW_CASE_TIMEOUT = 15.0  # for cases that must run into the server's 10 s request timeout
 EOF_REACTION = 2.0  # seconds within which a client's end-of-stream must end a pending request
@@ -386,14 +410,16 @@ def header_syntax_cases():
 
 def size_limit_cases():
     return [
-        Case("request line of 9,000 bytes", request("GET /healthz?pad=" + "a" * 9000 + " HTTP/1.1", host()),
+        Case("request line of 33,000 bytes (over 32 KiB)",
+             request("GET /healthz?pad=" + "a" * 33000 + " HTTP/1.1", host()), accept=status_is(414)),
+        Case("request line of 33,000 bytes, no line end yet", b"GET /healthz?pad=" + b"a" * 33000,
              accept=status_is(414)),
-        Case("request line of 9,000 bytes, no line end yet", b"GET /healthz?pad=" + b"a" * 9000,
-             accept=status_is(414)),
-        Case("head of ~20 KiB in 80 fields", request("GET /healthz HTTP/1.1", host(),
-                                                     *[f"X-Pad-{i}: " + "a" * 250 for i in range(80)]),
+        Case("request line of 9,000 bytes (under 32 KiB)", request("GET /healthz?pad=" + "a" * 9000 + " HTTP/1.1",
+                                                                   host()), accept=status_is(200)),
+        Case("head of ~45 KiB in 80 fields (over 40 KiB)",
+             request("GET /healthz HTTP/1.1", host(), *[f"X-Pad-{i}: " + "a" * 560 for i in range(80)]),
              accept=status_is(431)),
-        Case("head over 16 KiB with no end yet", b"GET /healthz HTTP/1.1\r\nX-Pad: " + b"a" * 17000,
+        Case("head over 40 KiB with no end yet", b"GET /healthz HTTP/1.1\r\nX-Pad: " + b"a" * 42000,
              accept=status_is(431)),
         Case("150 header fields", request("GET /healthz HTTP/1.1", host(),
                                           *[f"X-H-{i}: 1" for i in range(150)]),
@@ -533,6 +559,20 @@ def protocol_cases():
     ]
 
 
+def authority_cases(port):
+    """An absolute-form target's authority replaces Host (RFC 9112 3.2.2), so it is checked against
+    the allowed hosts as Host is: a page that gets a browser or proxy to send `GET http://evil.example/`
+    with a Host we allow must not be answered (issue 25)."""
+    return [
+        Case("absolute-form naming a foreign host, Host 127.0.0.1",
+             request("GET http://evil.example/libraries HTTP/1.1", host()), accept=status_is(421)),
+        Case("absolute-form naming a foreign host with a port, Host 127.0.0.1",
+             request(f"GET http://evil.example:{port}/libraries HTTP/1.1", host()), accept=status_is(421)),
+        Case("absolute-form naming this server, Host 127.0.0.1",
+             request(f"GET http://{HOST}:{port}/libraries HTTP/1.1", host()), accept=status_is(200)),
+    ]
+
+
 def api_abuse_cases(library_id, book_id):
     def if_match(tag):
         return post(f"/books/{book_id}", b'{"title":"If-Match was read as a number"}', f"If-Match: {tag}",
@@ -586,10 +626,10 @@ def expect_cases():
     ]
 
 
-def all_cases(library_id, book_id):
+def all_cases(port, library_id, book_id):
     return (smuggling_cases() + header_syntax_cases() + size_limit_cases() + chunked_framing_cases()
             + short_body_cases() + json_cases(library_id, book_id) + url_cases() + protocol_cases()
-            + api_abuse_cases(library_id, book_id) + expect_cases())
+            + authority_cases(port) + api_abuse_cases(library_id, book_id) + expect_cases())
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -736,13 +776,254 @@ def run(report, server):
     print(f"# server on port {server.port}; library {library['id']}, book {book['id']}")
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as side:
         blank_lines = side.submit(check_blank_lines, report, server.port)
-        run_cases(report, server.port, all_cases(library["id"], book["id"]))
+        run_cases(report, server.port, all_cases(server.port, library["id"], book["id"]))
         blank_lines.result()
     check_metrics_labels(report, server.port)
     check_health_flood(report, server.port)
     check_eof_after_request(report, server.port)
     check_pipelined_then_eof(report, server.port)
     check_state(report, server, library, book)
+
+
+# --- issue 25's smaller items: credentials, resume parameters, many watches, tags ------------
+
+API_TOKEN, READ_TOKEN = "hostile-write-token", "hostile-read-token"
+WATCH_LIMIT = 100  # watches one /events stream may carry
+BROWSER_WATCH = "/books/{}?fields=title,available"  # as the README's browser example writes them
+COLLIDING_WATCHES = ("/books?author=a41602&fields=title", "/books?author=a759800&fields=title")  # same FNV-1a
+FRAME_ID = re.compile(rb"(?m)^id: ?(\d+)\.([A-Za-z0-9_-]*)$")
+
+
+def run_tokens(report, server):
+    """Under --api-token and --read-token: two Authorization fields are a 400, on a write and on a
+    read, even when both carry a valid token (the field is a singleton: a proxy and the server could
+    each pick another one); one valid field is served; nothing was written."""
+    write, read = f"Authorization: Bearer {API_TOKEN}", f"Authorization: Bearer {READ_TOKEN}"
+    run_cases(report, server.port, [
+        Case("two Authorization fields on a write, both the write token", post("/libraries", LIBRARY, write, write),
+             accept=status_is(400)),
+        Case("two Authorization fields on a write, a wrong token then the write token",
+             post("/libraries", LIBRARY, "Authorization: Bearer wrong", write), accept=status_is(400)),
+        Case("two Authorization fields on a read, the read token then the write token",
+             request("GET /libraries HTTP/1.1", host(), read, write), accept=status_is(400)),
+        Case("two Authorization fields on a stream, both the read token",
+             request("GET /libraries/events HTTP/1.1", host(), read, read), accept=status_is(400)),
+        Case("one Authorization field on a read, the read token", request("GET /libraries HTTP/1.1", host(), read),
+             accept=status_is(200)),
+    ])
+    outcome = exchange(server.port, request("GET /libraries HTTP/1.1", host(), read, "Connection: close"))
+    try:
+        items = json.loads(outcome.body).get("items")
+    except (ValueError, AttributeError):
+        items = None
+    report.check(outcome.status == 200 and items == [],
+                 f"GET /libraries afterwards: {outcome.status}, {shorten(items, 120)} [expected no library]")
+
+
+class EventStream:
+    """One event stream on a raw socket, read with harness.dechunk and harness.next_event. next_event
+    reads ids as integers, so the `<seq>.<tag>` id of a multiplexed frame is cut to `<seq>` for it
+    and kept whole in `frame_ids`."""
+
+    def __init__(self, port, target, *headers):
+        self.sock = connect(port)
+        self.sock.sendall(request(f"GET {target} HTTP/1.1", host(), *headers))
+        self.raw, self.text, self.ended, self.frame_ids = b"", b"", False, collections.deque()
+        deadline = time.monotonic() + CASE_TIMEOUT
+        while CRLF + CRLF not in self.raw:
+            self._receive(deadline)
+        head, self.raw = self.raw.split(CRLF + CRLF, 1)
+        self.status = int(head.split(b" ", 2)[1])
+        self.headers = parse_headers(head)
+        self.body = b""
+        if self.status != 200:
+            length = int(self.headers.get("content-length", "0"))
+            while len(self.raw) < length:
+                self._receive(deadline)
+            self.body = self.raw[:length]
+
+    def _receive(self, deadline):
+        chunk = recv_some(self.sock, deadline)
+        if not chunk:
+            raise ConnectionError("the server closed the stream")
+        self.raw += chunk
+
+    def close(self):
+        self.sock.close()
+
+    def frame(self, timeout=CASE_TIMEOUT):
+        """The next event with data as (kind, id, data), or None after `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            dechunk(self)
+            end = self.text.rfind(b"\n\n")
+            if end >= 0:
+                def cut(match):
+                    self.frame_ids.append(match.group(0).split(b":", 1)[1].strip().decode())
+                    return b"id: " + match.group(1)
+                self.text = FRAME_ID.sub(cut, self.text[:end]) + self.text[end:]
+                event = next_event(self)
+                if event is not None:
+                    return (event[0], self.frame_ids.popleft(), event[2]) if self.frame_ids else event
+            if self.ended:
+                raise ConnectionError("the stream ended")
+            try:
+                self._receive(deadline)
+            except TimeoutError:
+                return None
+
+    def describe(self):
+        if self.status == 200:
+            return f"200 {self.headers.get('content-type', '')}"
+        return f"{self.status} {self.headers.get('content-type', '')} ({shorten(problem_detail(self.body), 90)})"
+
+
+def watches_target(watches, last_event_id=None):
+    """/events with each watch URL-encoded the way URLSearchParams does (`/` as %2F, `?` as %3F, ...)."""
+    parameters = [("watch", watch) for watch in watches]
+    if last_event_id is not None:
+        parameters.append(("lastEventId", last_event_id))
+    return "/events?" + urllib.parse.urlencode(parameters)
+
+
+def is_stream(stream):
+    return stream.status == 200 and stream.headers.get("content-type", "").startswith("text/event-stream")
+
+
+def is_problem(stream, status):
+    return stream.status == status and stream.headers.get("content-type", "").startswith("application/problem+json")
+
+
+def check_stream(report, port, name, target, headers, accept, expected):
+    """Opens a stream, checks its answer with accept(stream), closes it."""
+    try:
+        stream = EventStream(port, target, *headers)
+    except (OSError, ValueError) as error:
+        report.check(False, f"{name}: {error!r} [{expected}]")
+        return
+    try:
+        report.check(accept(stream), f"{name}: {stream.describe()} [{expected}]")
+    finally:
+        stream.close()
+
+
+def create_books(port, count, author=""):
+    status, library = http(port, "POST", "/libraries", {"name": "Hostile live"})
+    if status != 201:
+        raise RuntimeError(f"POST /libraries answered {status}")
+    books = []
+    for index in range(count):
+        status, book = http(port, "POST", "/books", {"libraryId": library["id"], "title": f"Live {index}",
+                                                     "author": author})
+        if status != 201:
+            raise RuntimeError(f"POST /books answered {status}")
+        books.append(book["id"])
+    return library["id"], books
+
+
+def check_resume_parameters(report, port, book):
+    """`Last-Event-ID` wins over `?lastEventId=`, which is then not read (EventSource sends the
+    header on reconnect while the page's URL still carries an old parameter); a watch of a book that
+    never existed gets a `delete` entry on `/events` and a 404 on `/books/{id}/events`."""
+    watch = f"/books/{book}?fields=title"
+    check_stream(report, port, "/events?watch=/books/ID?fields=title&lastEventId=abc, Last-Event-ID: 5",
+                 f"/events?watch={watch}&lastEventId=abc", ["Last-Event-ID: 5"], is_stream,
+                 "expected a 200 stream: the header wins, the parameter is not read")
+    check_stream(report, port, "/events?watch=/books/ID?fields=title&lastEventId=abc without the header",
+                 f"/events?watch={watch}&lastEventId=abc", [], lambda stream: is_problem(stream, 400),
+                 "expected 400 problem+json: a malformed id")
+    never = uuid.uuid4()
+    check_stream(report, port, "/books/<a uuid never created>/events, Last-Event-ID: 1", f"/books/{never}/events",
+                 ["Last-Event-ID: 1"], lambda stream: is_problem(stream, 404), "expected 404 problem+json")
+
+    def deleted_watch(stream):
+        # One gone watch does not end a multiplexed stream with a 404 (a browser's EventSource
+        # would stop for good): it gets a `delete` entry, never silence.
+        frame = stream.frame() if is_stream(stream) else None
+        entries = frame[2] if frame else []
+        return [(entry.get("watch"), entry.get("event")) for entry in entries] == [(f"/books/{never}", "delete")]
+    check_stream(report, port, "/events?watch=/books/<a uuid never created>, Last-Event-ID: 1",
+                 f"/events?watch=/books/{never}", ["Last-Event-ID: 1"], deleted_watch,
+                 "expected a 200 stream whose first frame is that watch's delete")
+
+
+def check_browser_watches(report, port, books):
+    """100 watches as a browser's URLSearchParams writes them (each `/`, `?`, `=` and `,` escaped),
+    plus a `lastEventId` naming all 100 (16 characters a watch): within the request-line limit, and
+    the resume takes (a change to one book is the only entry, no snapshot); 101 watches are a 400."""
+    watches = [BROWSER_WATCH.format(book) for book in books[:WATCH_LIMIT]]
+    first = EventStream(port, watches_target(watches))
+    try:
+        frame = first.frame() if first.status == 200 else None
+    finally:
+        first.close()
+    kinds = collections.Counter(entry.get("event") for entry in frame[2]) if frame else {}
+    report.check(frame is not None and kinds == {"snapshot": WATCH_LIMIT},
+                 f"{WATCH_LIMIT} browser-encoded watches: {first.describe()}, first frame "
+                 f"{dict(kinds) if frame else 'none'} [expected a snapshot for each]")
+    if frame is None:
+        return
+    target = watches_target(watches, frame[1])
+    resumed = EventStream(port, target)
+    try:
+        ok = is_stream(resumed)
+        if ok:
+            http(port, "PATCH", f"/books/{books[0]}", {"title": "Browser resume"})
+            change = resumed.frame()
+            ok = change is not None and [(entry["watch"], entry["event"]) for entry in change[2]] == [
+                (watches[0], "change")]
+            entries = [(shorten(entry["watch"], 30), entry["event"]) for entry in change[2]] if change else "no frame"
+            shown = f"then {entries}"
+        else:
+            shown = ""
+        report.check(ok, f"{WATCH_LIMIT} browser-encoded watches + lastEventId of {len(frame[1])} characters "
+                         f"(request line {len(target) + 15:,} bytes): {resumed.describe()} {shown} "
+                         "[expected a 200 stream, not 414; then one change entry for the patched book]")
+    finally:
+        resumed.close()
+    extra = watches + [BROWSER_WATCH.format(books[WATCH_LIMIT])]
+    check_stream(report, port, f"{WATCH_LIMIT + 1} browser-encoded watches", watches_target(extra), [],
+                 lambda stream: is_problem(stream, 400), "expected 400 problem+json: over the limit")
+
+
+def check_tag_collision(report, port, book):
+    """Two watches whose 32-bit FNV-1a hashes are equal: resuming with the id of a stream that had
+    only the first must still send the second its snapshot (it must not pass for resumed)."""
+    old, new = COLLIDING_WATCHES
+    first = EventStream(port, watches_target([old]))
+    try:
+        frame = first.frame() if first.status == 200 else None
+    finally:
+        first.close()
+    if frame is None:
+        report.check(False, f"watch {old}: {first.describe()}, no first frame")
+        return
+    second = EventStream(port, watches_target([old, new], frame[1]))
+    try:
+        reply = second.frame() if second.status == 200 else None
+    finally:
+        second.close()
+    entries = reply[2] if reply else []
+    snapshot = next((entry for entry in entries if entry.get("watch") == new and entry.get("event") == "snapshot"),
+                    None)
+    items = [item.get("id") for item in snapshot["data"].get("items", [])] if snapshot else []
+    report.check(items == [book],
+                 f"watches {old} and {new} (same FNV-1a hash) resumed with the id {frame[1]} of a stream with the "
+                 f"first only: {second.describe()}, "
+                 f"{[(entry.get('watch'), entry.get('event')) for entry in entries] if reply else 'no frame'} "
+                 "[expected the second watch's snapshot, holding the one a759800 book]")
+
+
+def run_live(report, server):
+    """The live-query cases, on a server of their own: 101 books, one by author a759800."""
+    _, books = create_books(server.port, WATCH_LIMIT + 1)
+    _, (colliding,) = create_books(server.port, 1, author="a759800")
+    for check, argument in ((check_resume_parameters, books[0]), (check_browser_watches, books),
+                            (check_tag_collision, colliding)):
+        try:
+            check(report, server.port, argument)
+        except (OSError, ValueError, LookupError, TypeError, AttributeError) as error:  # a close, an odd answer
+            report.check(False, f"{check.__name__}: stopped early: {error!r}")
 
 
 def run_out_of_descriptors(report, server):
@@ -799,6 +1080,9 @@ def main():
         print(f"# {time.monotonic() - started:.1f} s")
     run_server(report, sys.argv[1], lambda server: run_out_of_descriptors(report, server), holder, stop_timeout=15,
                arguments=["--max-connections", "1000"], preexec_fn=low_fd_limit)
+    run_server(report, sys.argv[1], lambda server: run_tokens(report, server), holder, stop_timeout=15,
+               arguments=["--api-token", API_TOKEN, "--read-token", READ_TOKEN])
+    run_server(report, sys.argv[1], lambda server: run_live(report, server), holder, stop_timeout=15)
     return report.summary()
 
 

@@ -104,7 +104,7 @@ package final class LibraryAPI: HTTPResponder {
             let error = APIError(
                 HTTPStatus(421, "Misdirected Request"),
                 "misdirected-request",
-                "This server does not answer for the host named in the Host header (see --allowed-hosts)."
+                "This server does not answer for the host the request names (its Host, or an absolute-form target's authority; see --allowed-hosts)."
             )
             Exchange(request: request, writer: writer, api: self, route: "unmatched").fail(error)
             return
