@@ -35,7 +35,7 @@ are gone.
     /metrics recorded for them (499: the client left before the answer).
 
 Checks (the same in both modes but where said; on the code of issue 25 the full run fails them):
-  * the slowest /healthz is under 1 s in every scenario (a probe that gets no answer fails);
+  * the slowest /healthz is under 1 s (quick, on a debug build: 2 s) in every scenario (a probe that gets no answer fails);
   * the deep resume's first frame comes within 2x the fresh snapshot's time for the same 100
     watches (plus 0.25 s for timer noise), and costs under 100 MiB of RSS (three at once: 300 MiB,
     and each first frame within 30 s);
@@ -93,14 +93,18 @@ class Scale:
     slot_writes: int  # PATCHes while the non-readers hold on
     abandoned: int  # /events requests sent and dropped
     return_bound: float  # MiB over baseline RSS may stay after them (RETURN_WINDOW s on)
+    health_bound: float  # s, the slowest /healthz allowed in any scenario
     time_limit: int  # the watchdog's
 
 
 FULL = Scale(books=1100, changes=9900, concurrent_resumes=3, resume_wait=30, quiet_wait=15, non_readers=(16, 48),
-             reader_wait=(40, 90), watch_non_readers=(40, 90), slot_writes=2000, abandoned=3000, return_bound=64,
+             reader_wait=(40, 90), watch_non_readers=(40, 90), slot_writes=2000, abandoned=3000, return_bound=64, health_bound=1.0,
              time_limit=360)
 QUICK = Scale(books=1100, changes=2000, concurrent_resumes=1, resume_wait=0, quiet_wait=5, non_readers=(16,),
               reader_wait=(10,), watch_non_readers=(10,), slot_writes=500, abandoned=300, return_bound=32,
+              # A debug build's fresh 100-watch snapshot has held /healthz 0.65 s: 2 s keeps the
+              # check meaningful (the container's health check gives up at 3 s) without flaking.
+              health_bound=2.0,
               time_limit=90)
 
 WATCHES = 100  # per /events request; the server's maximum
@@ -113,7 +117,6 @@ RETURN_WINDOW = 10.0  # scenario 3: RSS must come back within this many seconds
 NON_READER_RCVBUF = 4096
 NON_READER_CHECK = 0.5  # seconds between checks of a non-reader socket
 
-HEALTH_BOUND = 1.0  # s, slowest /healthz in any scenario
 RESUME_FACTOR, RESUME_SLACK = 2.0, 0.25  # deep resume first frame <= 2 x fresh + 0.25 s
 RESUME_RSS_BOUND = 100.0  # MiB per deep resume
 SNAPSHOT_BOUND = 5.0  # s, the other client's snapshot with 16 non-readers
@@ -352,12 +355,12 @@ def report_phase(monitor, phase, rss_after=True, until=None):
     return baseline, peak, after, slowest, unanswered
 
 
-def check_health(report, scenario, phases):
+def check_health(report, scenario, phases, bound):
     slowest = max((phase[3] or 0.0 for phase in phases), default=0.0)
     unanswered = sum(phase[4] for phase in phases)
-    report.check(slowest < HEALTH_BOUND and unanswered == 0,
+    report.check(slowest < bound and unanswered == 0,
                  f"{scenario}: slowest /healthz {slowest:.3f} s, {unanswered} unanswered "
-                 f"[bound {HEALTH_BOUND:.0f} s]")
+                 f"[bound {bound:.0f} s]")
 
 
 # --- plain HTTP from keep-alive connections ---------------------------------------------------
@@ -694,7 +697,7 @@ def deep_resume(report, port, monitor, fixture, scale):
                      f"deep resume x{count}: RSS growth {growth:.1f} MiB, first frames "
                      f"{', '.join(seconds(elapsed) for elapsed in times)} "
                      f"[bound {RESUME_RSS_BOUND * count:.0f} MiB, each within {wait:.0f} s]")
-    check_health(report, "deep resume", results)
+    check_health(report, "deep resume", results, scale.health_bound)
 
 
 def wait_quiet(port, monitor, limit, when):
@@ -856,7 +859,7 @@ def snapshot_slots(report, port, monitor, fixture, scale):
     report.check(first_wave[0] is not None and first_wave[0] <= SNAPSHOT_BOUND,
                  f"snapshot slots: with {scale.non_readers[0]} non-readers the other client's snapshot took "
                  f"{seconds(first_wave[0])} [bound {SNAPSHOT_BOUND:.0f} s]")
-    check_health(report, "snapshot slots", results)
+    check_health(report, "snapshot slots", results, scale.health_bound)
 
 
 # --- scenario 3: abandoned streams ------------------------------------------------------------
@@ -937,7 +940,7 @@ def abandoned_streams(report, port, monitor, fixture, scale):
                  + (f"{back:.1f} s after the burst" if back is not None else
                     f"? no: {mib(final)} {RETURN_WINDOW:.0f} s after the burst") +
                  f" [bound {RETURN_WINDOW:.0f} s]")
-    check_health(report, "abandoned streams", [result])
+    check_health(report, "abandoned streams", [result], scale.health_bound)
 
 
 # --- the run ----------------------------------------------------------------------------------
