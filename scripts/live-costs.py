@@ -75,7 +75,8 @@ from dataclasses import dataclass
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from harness import (  # noqa: E402
-    HOST, Report, dechunk, next_event, parse_headers, parse_metrics, run_server, shorten, start_watchdog)
+    HOST, Report, dechunk, next_event, open_non_readers, parse_headers, parse_metrics, run_server, shorten,
+    start_watchdog)
 
 NAME = "live-costs"
 
@@ -741,13 +742,7 @@ class NonReaders:
         self.port = port
         self.sockets, self.closed = [], {}
         self.opened = time.monotonic()
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, NON_READER_RCVBUF)
-            sock.settimeout(IO_TIMEOUT)
-            sock.connect((HOST, port))
-            sock.sendall(request)
-            self.sockets.append(sock)
+        self.sockets = open_non_readers(port, request, count, NON_READER_RCVBUF, IO_TIMEOUT)
         self.ports = [sock.getsockname()[1] for sock in self.sockets]
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._watch, daemon=True)
@@ -789,29 +784,31 @@ class NonReaders:
             sock.close()
 
 
-def snapshot_time(port, target, deadline):
-    """Seconds until a collection stream's whole snapshot event arrived, or None: (seconds, detail)."""
+def timed_first_event(port, target, deadline, describe):
+    """Seconds until a stream's first whole event arrived, or None: (seconds, describe(stream, event))."""
     elapsed, stream = first_frame(port, target, deadline=deadline)
     try:
         if elapsed is None:
             return None, stream.failure
-        kind, event_id, data = stream.next_frame()
-        items = len(data.get("items", [])) if isinstance(data, dict) else "?"
-        first = stream.first_byte - stream.sent if stream.first_byte else None
-        return elapsed, f"{kind} id {event_id}, {items} items, first byte after {seconds(first)}"
+        return elapsed, describe(stream, stream.next_frame())
     finally:
         stream.close()
+
+
+def snapshot_time(port, target, deadline):
+    """A collection stream's whole snapshot event (all its pages): (seconds or None, detail)."""
+    def describe(stream, event):
+        kind, event_id, data = event
+        items = len(data.get("items", [])) if isinstance(data, dict) else "?"
+        first = stream.first_byte - stream.sent if stream.first_byte else None
+        return f"{kind} id {event_id}, {items} items, first byte after {seconds(first)}"
+    return timed_first_event(port, target, deadline, describe)
 
 
 def frame_time(port, target, deadline):
-    elapsed, stream = first_frame(port, target, deadline=deadline)
-    try:
-        if elapsed is None:
-            return None, stream.failure
-        kind, event_id, data = stream.next_frame()
-        return elapsed, f"id {short_id(event_id)}: {entries_summary(data)}"
-    finally:
-        stream.close()
+    """A multiplexed stream's first frame: (seconds or None, detail)."""
+    return timed_first_event(port, target, deadline,
+                             lambda stream, event: f"id {short_id(event[1])}: {entries_summary(event[2])}")
 
 
 def snapshot_slots(report, port, monitor, fixture, scale):

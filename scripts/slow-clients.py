@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import HOST, Report, parse_metrics, run_server, start_watchdog  # noqa: E402
+from harness import HOST, Report, open_non_readers, parse_metrics, run_server, start_watchdog  # noqa: E402
 
 NAME = "slow-clients"
 TIME_LIMIT = 240  # seconds for the whole run; a watchdog stops everything past it
@@ -303,15 +303,7 @@ def open_subscribers(port, book_id, count):
     """SSE subscribers with a small receive buffer that never read."""
     request = (f"GET /books/{book_id}/events?fields=title HTTP/1.1\r\nHost: {HOST}\r\n"
                "Accept: text/event-stream\r\n\r\n").encode()
-    sockets = []
-    for _ in range(count):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SUBSCRIBER_RCVBUF)
-        sock.settimeout(IO_TIMEOUT)
-        sock.connect((HOST, port))
-        sock.sendall(request)
-        sockets.append(sock)
-    return sockets
+    return open_non_readers(port, request, count, SUBSCRIBER_RCVBUF, IO_TIMEOUT)
 
 
 def open_silent(port, count, watcher):

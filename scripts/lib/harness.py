@@ -29,6 +29,9 @@ Provides
   dechunk(stream)           an event stream's body bytes moved from stream.raw to stream.text,
                             chunked framing undone (stream.headers, stream.ended)
   next_event(stream)        the next complete event in stream.text as (kind, id, data), or None
+  open_non_readers(port, request, count, receive_buffer, timeout)
+                            count sockets, each with a small receive buffer set before connecting,
+                            that send `request` and then never read (a stalled SSE client)
 """
 
 import json
@@ -36,6 +39,7 @@ import os
 import re
 import select
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -207,6 +211,20 @@ def start_watchdog(report, holder, limit):
 
 
 # --- reading responses ----------------------------------------------------------------------
+
+
+def open_non_readers(port, request, count, receive_buffer, timeout):
+    """count sockets that send `request` and never read: SO_RCVBUF is set before connecting, so the
+    kernel takes little of what the server sends and the server soon sees a stalled reader."""
+    sockets = []
+    for _ in range(count):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        sock.settimeout(timeout)
+        sock.connect((HOST, port))
+        sock.sendall(request)
+        sockets.append(sock)
+    return sockets
 
 
 def parse_headers(head):
