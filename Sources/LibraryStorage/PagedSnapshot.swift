@@ -79,7 +79,7 @@ final class PagedSnapshot: CollectionSnapshot {
             },
             completion: { result in
                 guard case .success(let page) = result, !page.isLast else { return completion(result) }
-                self.store.snapshotSlots.acquire(preempt: { self.preempt() }) { lease in
+                self.store.snapshotSlots.acquire(preempt: { [weak self] in self?.preempt() }) { lease in
                     guard let lease else {
                         return completion(
                             .failure(StoreError(.unavailable, detail: "every snapshot connection stayed busy")))
@@ -191,6 +191,7 @@ final class PagedSnapshot: CollectionSnapshot {
             defer {
                 state.reader = nil
                 state.lease = nil
+                state.onPreempted = nil
             }
             return (state.reader, state.lease)
         }

@@ -35,11 +35,12 @@ extension LiveHub {
     func sendSnapshot(to subscriber: Subscriber) {
         guard !subscriber.removed, !subscriber.finished else { return }
         let cursor = store.snapshot(of: subscriber.request.target, pageSize: Self.snapshotPage)
-        cursor.whenPreempted {
+        // Weakly: the cursor keeps this handler, and the subscriber keeps the cursor.
+        cursor.whenPreempted { [weak subscriber, weak cursor] in
             // Its client left a page untaken while other snapshots waited: the stream ends, and
             // the client reconnects and starts over, as after any snapshot that failed.
             LiveActor.enqueue {
-                guard subscriber.snapshot === cursor else { return }
+                guard let subscriber, let cursor, subscriber.snapshot === cursor else { return }
                 subscriber.finish()
             }
         }
