@@ -93,9 +93,10 @@ import Testing
         let granted = Mutex<[Int: SnapshotSlots.Lease]>([:])
         let refused = Mutex<Set<Int>>([])
         func acquire(_ index: Int) {
-            slots.acquire(preempt: {
+            // Weakly: the slots keep each lease, and a lease keeps this closure.
+            slots.acquire(preempt: { [weak slots] in
                 preempted.withLock { _ = $0.insert(index) }
-                if let lease = granted.withLock({ $0[index] }) { slots.release(lease) }
+                if let lease = granted.withLock({ $0[index] }) { slots?.release(lease) }
             }) { lease in
                 if let lease {
                     granted.withLock { $0[index] = lease }
@@ -118,5 +119,8 @@ import Testing
         #expect(granted.withLock { $0[100] } != nil, "the first waiter got the idle holder's slot")
         #expect(refused.withLock { $0 } == [101], "the second found no idle holder and was refused in time")
         #expect(slots.preemptions.withLock { $0 } == 1 && slots.refusals.withLock { $0 } == 1)
+        // The leases' closures see `granted`, which holds the leases: empty it, or they keep each other.
+        for lease in granted.withLock({ $0.values }) { slots.release(lease) }
+        granted.withLock { $0.removeAll() }
     }
 }
