@@ -27,6 +27,8 @@ final class Multiplexer {
         let watch: String
         let target: LiveTarget
         let watchJSON: [UInt8]
+        /// Its part of the stream's frame ids (`Multiplexer.watchTag`), computed once.
+        let tag: String
         var subscriberID: Int?
         /// Its first events have all been handed over.
         var settled = false
@@ -44,6 +46,7 @@ final class Multiplexer {
             var json = JSONWriter()
             json.string(watch)
             watchJSON = json.bytes
+            tag = Multiplexer.watchTag(watch)
         }
 
         var hasPending: Bool { snapshot != nil || change != nil || delete != nil }
@@ -89,12 +92,7 @@ final class Multiplexer {
         self.parts = parts
         outstanding = parts.count
         unsettled = parts.count
-        tag = Self.tag(parts.map(\.watch))
-    }
-
-    /// The tag of a set of watches: each watch's `watchTag`, sorted and joined.
-    nonisolated static func tag(_ watches: [String]) -> String {
-        watches.map(watchTag).sorted().joined()
+        tag = parts.map(\.tag).sorted().joined()
     }
 
     /// How many characters one watch's tag has.

@@ -33,7 +33,7 @@ extension LibraryAPI {
             let multiplexer = Multiplexer(hub: hub, parts: parts, peerHasGone: { exchange.peerHasGone })
             for (part, var request) in zip(parts, subscriptions) {
                 let resumed =
-                    resume.map { $0.tags == nil || $0.tags!.contains(Multiplexer.watchTag(part.watch)) } ?? false
+                    resume.map { $0.tags == nil || $0.tags!.contains(part.tag) } ?? false
                 if resumed { request.resumeAfter = resume!.seq }
                 hub.subscribe(
                     request,
