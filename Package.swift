@@ -17,11 +17,21 @@ let fuzzLinkerSettings: [LinkerSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fu
 
 let package = Package(
     name: "library-server",
+    // Observation, which the client's models are built on, exists from macOS 14 and iOS 17. The
+    // server itself runs on Linux (epoll).
+    platforms: [.macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10), .visionOS(.v1)],
     products: [
-        .executable(name: "library-server", targets: ["library-server"])
+        .executable(name: "library-server", targets: ["library-server"]),
+        // For apps: live @Observable libraries and books that subscribe to exactly the fields read.
+        .library(name: "LibraryClient", targets: ["LibraryClient"]),
+        // A library live in the terminal, through the client.
+        .executable(name: "library-watch", targets: ["library-watch"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-log", from: "1.16.2")
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // The client's HTTP: streams response bodies on Linux and Apple platforms. Never linked by the server.
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // System SQLite through its C API (Debian: libsqlite3-dev).
@@ -47,8 +57,12 @@ let package = Package(
         .target(name: "PostgreSQL", dependencies: ["CLibPQ"], swiftSettings: swiftSettings),
         // HTTP/1.1 on non-blocking sockets and epoll. Knows nothing about books.
         .target(name: "HTTPServer", dependencies: ["CSystemLinux"], swiftSettings: swiftSettings + fuzzSettings),
+        // The field table and field values: the model the server and the client share. No dependencies.
+        .target(name: "LibraryModel", swiftSettings: swiftSettings),
+        // The one parser of text/event-stream, for the client and the tests. No dependencies.
+        .target(name: "ServerSentEvents", swiftSettings: swiftSettings),
         // Records, validation, the change model, and the store interface the live engine reads through.
-        .target(name: "LibraryDomain", swiftSettings: swiftSettings),
+        .target(name: "LibraryDomain", dependencies: ["LibraryModel"], swiftSettings: swiftSettings),
         // Libraries and books in SQLite (the embedded default) or PostgreSQL (replicas): migrations,
         // reads, writes, the change log, and the change feed across replicas.
         .target(
@@ -82,6 +96,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // The Swift client: @Observable models kept live over one /events stream.
+        .target(
+            name: "LibraryClient",
+            dependencies: [
+                "LibraryModel", "ServerSentEvents",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(name: "library-watch", dependencies: ["LibraryClient"], swiftSettings: swiftSettings),
+
         // Fuzz targets for the HTTP parser and the JSON body decoders; scripts/fuzz.sh runs them.
         .executableTarget(
             name: "library-fuzz",
@@ -95,7 +122,9 @@ let package = Package(
         .plugin(name: "EmbedFiles", capability: .buildTool(), dependencies: ["EmbedFilesTool"]),
 
         // Raw-socket HTTP client shared by the tests.
-        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swiftSettings),
+        .target(
+            name: "TestSupport", dependencies: ["ServerSentEvents"], path: "Tests/TestSupport",
+            swiftSettings: swiftSettings),
         // A per-thread heap allocation counter (it defines malloc for the whole test executable).
         .target(name: "CAllocationCounter", path: "Tests/CAllocationCounter"),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "Digest"], swiftSettings: swiftSettings),
@@ -104,6 +133,14 @@ let package = Package(
         .testTarget(
             name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "LibraryDomainTests", dependencies: ["LibraryDomain"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "ServerSentEventsTests", dependencies: ["ServerSentEvents"], swiftSettings: swiftSettings),
+        // Against the real library-server binary (both engines), through a TCP proxy that counts and cuts.
+        .testTarget(
+            name: "LibraryClientTests",
+            dependencies: ["LibraryClient", "LibraryModel", "ServerSentEvents", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "LibraryStorageTests",
             dependencies: ["LibraryStorage", "LibraryDomain", "SQLite", "PostgreSQL"],

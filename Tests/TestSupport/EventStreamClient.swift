@@ -1,4 +1,5 @@
 import Foundation
+import ServerSentEvents
 
 /// One server-sent event as a client sees it.
 package struct ReceivedEvent: Sendable {
@@ -27,7 +28,8 @@ package struct ReceivedEvent: Sendable {
 package final class EventStreamClient {
     package let connection: TestConnection
     package let head: TestResponse
-    private var text = ""
+    private var parser = EventStreamParser()
+    private var ready: [ReceivedEvent] = []
     /// Comment lines seen so far (without the colon).
     package private(set) var comments: [String] = []
     /// Whether the server ended the stream.
@@ -65,7 +67,15 @@ package final class EventStreamClient {
                 ended = true
                 continue
             }
-            text += String(decoding: try connection.read(count: size), as: UTF8.self)
+            for item in parser.feed(try connection.read(count: size)) {
+                switch item {
+                case .event(let event):
+                    ready.append(
+                        ReceivedEvent(event: event.type, id: event.hasId ? event.lastEventId : nil, data: event.data))
+                case .comment(let comment): comments.append(comment.trimmingCharacters(in: .whitespaces))
+                case .retry: break
+                }
+            }
             _ = try connection.readLine()
         }
     }
@@ -77,31 +87,8 @@ package final class EventStreamClient {
         return events
     }
 
-    /// Parses one complete event (blank-line terminated) from the buffer, skipping blocks with no data.
+    /// The oldest event the parser completed and nobody took yet.
     private func takeEvent() -> ReceivedEvent? {
-        while let range = text.range(of: "\n\n") {
-            let block = text[..<range.lowerBound]
-            text = String(text[range.upperBound...])
-            var event = ReceivedEvent()
-            var hasData = false
-            for line in block.split(separator: "\n") {
-                if line.hasPrefix(":") {
-                    comments.append(String(line.dropFirst()).trimmingCharacters(in: .whitespaces))
-                    continue
-                }
-                let parts = line.split(separator: ":", maxSplits: 1)
-                let value = parts.count > 1 ? String(parts[1].drop { $0 == " " }) : ""
-                switch parts[0] {
-                case "event": event.event = value
-                case "id": event.id = value
-                case "data":
-                    event.data += (hasData ? "\n" : "") + value
-                    hasData = true
-                default: break
-                }
-            }
-            if hasData { return event }
-        }
-        return nil
+        ready.isEmpty ? nil : ready.removeFirst()
     }
 }

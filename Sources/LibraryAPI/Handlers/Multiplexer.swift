@@ -54,8 +54,10 @@ final class Multiplexer {
         var listed = false
     }
 
-    /// The most watches one stream carries.
+    /// The most watches one stream opened by `GET` carries (their text and tags must fit a request head).
     nonisolated static let maxWatches = 100
+    /// The most watches one stream opened by `POST /events` carries (their text comes in the body).
+    nonisolated static let maxPostedWatches = 10_000
     /// Writes queued on the connection past which frames wait (and changes fold).
     static let maxBacklog = 32
 
@@ -86,13 +88,16 @@ final class Multiplexer {
     /// building snapshots for nobody.
     private let peerHasGone: @Sendable () -> Bool
 
-    init(hub: LiveHub, parts: [Part], peerHasGone: @escaping @Sendable () -> Bool) {
+    /// `tagged`: frame ids carry the watches' tags (`<seq>.<tag>`), so that a browser's
+    /// `EventSource` can resume with no help; a stream opened by `POST /events` has bare `<seq>` ids,
+    /// its client naming the watches that resume in the next request's body.
+    init(hub: LiveHub, parts: [Part], tagged: Bool = true, peerHasGone: @escaping @Sendable () -> Bool) {
         self.hub = hub
         self.peerHasGone = peerHasGone
         self.parts = parts
         outstanding = parts.count
         unsettled = parts.count
-        tag = parts.map(\.tag).sorted().joined()
+        tag = tagged ? parts.map(\.tag).sorted().joined() : ""
     }
 
     /// How many characters one watch's tag has.
@@ -340,7 +345,8 @@ final class Multiplexer {
         }
         pending = []
         guard frameEntries != nil else { return }  // everything pending cancelled out
-        bytes += Array("data: ]\nid: \(hub.position).\(tag)\n\n".utf8)
+        bytes += Array(
+            (tag.isEmpty ? "data: ]\nid: \(hub.position)\n\n" : "data: ]\nid: \(hub.position).\(tag)\n\n").utf8)
         frameEntries = nil
         guard bytes.count > EventStreamSink.chunkSize else { return stream.write(bytes) }
         // A large frame (a deep resume of many watches can fold thousands of items into each)

@@ -16,21 +16,52 @@ extension LibraryAPI {
             throw .badRequest(
                 "A stream carries at most \(Multiplexer.maxWatches) watches; this one has \(watches.count).")
         }
+        let requests = try Self.watchRequests(watches)
+        openWatches(exchange, watches, requests, resume: try Self.watchResumePoint(exchange, query), tagged: true)
+    }
+
+    /// `POST /events` with `{"watches": [...], "lastEventId": "<seq>", "resume": [...]}`: the same
+    /// stream as `GET /events`, for clients whose watches do not fit a URL (up to
+    /// `Multiplexer.maxPostedWatches`). Frame ids are bare `<seq>`; the next request's body names
+    /// the watches that resume after it (all of them when `resume` is absent), and the others get
+    /// their snapshot. `Last-Event-ID` is not read: the body says where to resume.
+    func streamPostedWatches(_ exchange: Exchange) throws(APIError) {
+        let body = try PostedWatches(exchange.request)
+        guard body.watches.count <= Multiplexer.maxPostedWatches else {
+            throw .badRequest(
+                "A stream carries at most \(Multiplexer.maxPostedWatches) watches; this one has \(body.watches.count).")
+        }
+        let requests = try Self.watchRequests(body.watches)
+        let resume = body.lastEventId.map { seq in
+            (seq: seq, tags: body.resume.map { Set($0.map(Multiplexer.watchTag)) })
+        }
+        openWatches(exchange, body.watches, requests, resume: resume, tagged: false)
+    }
+
+    /// Each watch checked and turned into its subscription; the same watch twice is a 400.
+    private static func watchRequests(_ watches: [String]) throws(APIError) -> [SubscriptionRequest] {
         var seen: Set<String> = []
         var requests: [SubscriptionRequest] = []
+        requests.reserveCapacity(watches.count)
         for watch in watches {
             guard seen.insert(watch).inserted else { throw Self.badWatch(watch, "is given more than once.") }
             requests.append(try Self.watchRequest(watch))
         }
-        let resume = try Self.watchResumePoint(exchange, query)
+        return requests
+    }
+
+    private func openWatches(
+        _ exchange: Exchange, _ watches: [String], _ subscriptions: [SubscriptionRequest],
+        resume: (seq: Int, tags: Set<String>?)?, tagged: Bool
+    ) {
         let hub = self.hub
-        let subscriptions = requests
         LiveActor.enqueue {
             // Requests queue here when many arrive at once: one whose client has hung up meanwhile
             // costs nothing more (no loads, no snapshots).
             guard !exchange.peerHasGone else { return exchange.abandon() }
             let parts = zip(watches, subscriptions).map { Multiplexer.Part(watch: $0, target: $1.target) }
-            let multiplexer = Multiplexer(hub: hub, parts: parts, peerHasGone: { exchange.peerHasGone })
+            let multiplexer = Multiplexer(
+                hub: hub, parts: parts, tagged: tagged, peerHasGone: { exchange.peerHasGone })
             for (part, var request) in zip(parts, subscriptions) {
                 let resumed =
                     resume.map { $0.tags == nil || $0.tags!.contains(part.tag) } ?? false
@@ -130,5 +161,77 @@ extension LibraryAPI {
 
     static func badWatch(_ watch: String, _ why: String) -> APIError {
         .badRequest("watch \"\(watch.prefix(300))\": \(why)")
+    }
+}
+
+/// The body of `POST /events`.
+struct PostedWatches {
+    var watches: [String] = []
+    var lastEventId: Int?
+    var resume: [String]?
+
+    init(_ request: HTTPRequest) throws(APIError) {
+        try RequestBody.checkMediaType(of: request)
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(request.body)
+        } catch {
+            throw .badRequest("The body is not valid JSON: \(error.message) at byte \(error.offset).")
+        }
+        guard case .object(let members) = value else {
+            throw .invalid([FieldError("", "the body must be a JSON object, not \(value.typeName)")])
+        }
+        var errors: [FieldError] = []
+        var watchesSeen = false
+        for (key, value) in members {
+            switch key {
+            case "watches":
+                watchesSeen = true
+                if let list = Self.strings(value), !list.isEmpty {
+                    watches = list
+                } else {
+                    errors.append(FieldError("watches", "must be a non-empty array of watches (strings)"))
+                }
+            case "lastEventId":
+                if case .string(let text) = value, let seq = LibraryAPI.sequenceNumber(text) {
+                    lastEventId = seq
+                } else {
+                    errors.append(
+                        FieldError("lastEventId", "must be an id this stream sent (a whole number, as a string)"))
+                }
+            case "resume":
+                if let list = Self.strings(value) {
+                    resume = list
+                } else {
+                    errors.append(FieldError("resume", "must be an array of watches (strings)"))
+                }
+            default:
+                let name = key.count > 100 ? key.prefix(100) + "…" : key
+                errors.append(FieldError(name, "is not a member of this body (watches, lastEventId, resume)"))
+            }
+        }
+        if !watchesSeen { errors.append(FieldError("watches", "is required")) }
+        if resume != nil, lastEventId == nil {
+            errors.append(FieldError("resume", "needs lastEventId, the id the resumed watches are at"))
+        }
+        if let resume, errors.isEmpty {
+            let given = Set(watches)
+            if let stranger = resume.first(where: { !given.contains($0) }) {
+                errors.append(
+                    FieldError("resume", "names \"\(stranger.prefix(300))\", which is not one of the watches"))
+            }
+        }
+        guard errors.isEmpty else { throw .invalid(errors) }
+    }
+
+    private static func strings(_ value: JSONValue) -> [String]? {
+        guard case .array(let items) = value else { return nil }
+        var strings: [String] = []
+        strings.reserveCapacity(items.count)
+        for item in items {
+            guard case .string(let text) = item else { return nil }
+            strings.append(text)
+        }
+        return strings
     }
 }

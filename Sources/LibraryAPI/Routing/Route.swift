@@ -94,7 +94,8 @@ enum Route: Sendable, Equatable {
         switch self {
         case .libraries, .books, .libraryBooks: Self.collectionMethods
         case .library, .book: Self.resourceMethods
-        case .libraryEvents, .bookEvents, .librariesEvents, .booksEvents, .events: Self.streamMethods
+        case .libraryEvents, .bookEvents, .librariesEvents, .booksEvents: Self.streamMethods
+        case .events: Self.watchMethods
         case .health, .metrics, .openAPI, .console: Self.readOnlyMethods
         }
     }
@@ -103,6 +104,7 @@ enum Route: Sendable, Equatable {
     func allows(_ method: String) -> Bool {
         switch (self, method) {
         case (_, "GET"), (_, "OPTIONS"): true
+        case (.events, "POST"): true
         case (.libraryEvents, _), (.bookEvents, _), (.librariesEvents, _), (.booksEvents, _), (.events, _): false
         case (_, "HEAD"): true
         case (.libraries, "POST"), (.books, "POST"), (.libraryBooks, "POST"): true
@@ -117,7 +119,8 @@ enum Route: Sendable, Equatable {
         switch self {
         case .libraries, .books, .libraryBooks: Self.collectionAllow
         case .library, .book: Self.resourceAllow
-        case .libraryEvents, .bookEvents, .librariesEvents, .booksEvents, .events: Self.streamAllow
+        case .libraryEvents, .bookEvents, .librariesEvents, .booksEvents: Self.streamAllow
+        case .events: Self.watchAllow
         case .health, .metrics, .openAPI, .console: Self.readOnlyAllow
         }
     }
@@ -126,6 +129,8 @@ enum Route: Sendable, Equatable {
     private static let resourceMethods = ["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"]
     private static let streamMethods = ["GET", "OPTIONS"]
     private static let readOnlyMethods = ["GET", "HEAD", "OPTIONS"]
+    private static let watchMethods = ["GET", "POST", "OPTIONS"]
+    private static let watchAllow = watchMethods.joined(separator: ", ")
     private static let collectionAllow = collectionMethods.joined(separator: ", ")
     private static let resourceAllow = resourceMethods.joined(separator: ", ")
     private static let streamAllow = streamMethods.joined(separator: ", ")

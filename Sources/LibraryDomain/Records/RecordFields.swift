@@ -1,24 +1,3 @@
-/// The fields of a library's representation, in the order they are written.
-package enum LibraryField: String, CaseIterable, Sendable, Hashable {
-    case id, name, address, bookCount, version, createdAt, updatedAt
-}
-
-/// The fields of a book's representation, in the order they are written.
-package enum BookField: String, CaseIterable, Sendable, Hashable {
-    case id, libraryId, title, author, isbn, publishedYear, available, version, createdAt, updatedAt
-}
-
-/// A field's value, as events carry it.
-package enum FieldValue: Sendable, Equatable {
-    case string(String)
-    case int(Int)
-    case bool(Bool)
-    case null
-
-    package init(_ value: String?) { self = value.map(FieldValue.string) ?? .null }
-    package init(_ value: Int?) { self = value.map(FieldValue.int) ?? .null }
-}
-
 extension LibraryRecord {
     /// The value of one field.
     package func value(of field: LibraryField) -> FieldValue {

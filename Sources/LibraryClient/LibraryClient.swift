@@ -1,0 +1,165 @@
+import AsyncHTTPClient
+import Foundation
+import LibraryModel
+import NIOCore
+import NIOHTTP1
+import Observation
+
+/// A client of library-server whose `Book` and `Library` models stay live.
+///
+/// Every model a client hands out is the one instance for its id (a weak identity map: views that
+/// show the same book share it). Reading a model's property is demand for that field; the client
+/// keeps one `POST /events` stream whose watches name exactly the fields read of the models still
+/// held, and moves it to a new watch set a few milliseconds after demand changes (kept watches
+/// resume where they were, new ones get their snapshot: nothing lost, nothing applied twice).
+/// The stream reconnects by itself with backoff and jitter, resuming after the last frame; its
+/// state is `connection`, observable like the models.
+///
+/// Main-actor isolated: models change on the main actor, where views read them.
+@MainActor
+@Observable
+public final class LibraryClient {
+    /// The stream's state, for a UI to show.
+    public enum ConnectionState: Sendable, Equatable {
+        /// Nothing is demanded, so no stream is open.
+        case idle
+        case connecting
+        /// The stream is open and every demanded watch is on it.
+        case live
+        /// The last attempt failed; the next is at `nextAttempt`.
+        case offline(nextAttempt: Date, reason: String)
+    }
+
+    /// The stream's state.
+    public internal(set) var connection: ConnectionState = .idle
+
+    @ObservationIgnored let base: String
+    @ObservationIgnored let apiToken: String?
+    @ObservationIgnored let readToken: String?
+    @ObservationIgnored let http: HTTPClient
+    @ObservationIgnored var books: [UUID: WeakBox<Book>] = [:]
+    @ObservationIgnored var libraries: [UUID: WeakBox<Library>] = [:]
+    @ObservationIgnored var collections: [String: WeakBox<BookCollection>] = [:]
+    /// The live side: the open stream, its watches, where it is.
+    @ObservationIgnored var live = LiveState()
+    /// Models' deinits report here, so that demand that ended reaches the stream.
+    @ObservationIgnored nonisolated let releases: AsyncStream<Void>.Continuation
+    @ObservationIgnored private var releaseTask: Task<Void, Never>?
+
+    /// How long demand changes gather before the stream moves to the new watch set.
+    @ObservationIgnored public var demandBatching: Duration = .milliseconds(5)
+    /// A stream silent for this long (the server sends a keep-alive at least every 15 s) is taken
+    /// for a dead connection and replaced.
+    @ObservationIgnored public var silenceTimeout: Duration = .seconds(45)
+    /// The longest wait between reconnection attempts.
+    @ObservationIgnored public var maximumBackoff: Duration = .seconds(30)
+
+    /// - Parameters:
+    ///   - baseURL: where the server answers, with any path prefix (`https://host/library/`).
+    ///   - apiToken: the write token (`--api-token`); it grants reads too.
+    ///   - readToken: the read token (`--read-token`), for reads and the stream.
+    public convenience init(baseURL: URL, apiToken: String? = nil, readToken: String? = nil) {
+        self.init(baseURL: baseURL, apiToken: apiToken, readToken: readToken, httpClient: .shared)
+    }
+
+    /// The same, on an `HTTPClient` of the app's (which the app shuts down after `close()`).
+    public init(baseURL: URL, apiToken: String? = nil, readToken: String? = nil, httpClient: HTTPClient) {
+        var text = baseURL.absoluteString
+        while text.hasSuffix("/") { text.removeLast() }
+        base = text
+        self.apiToken = apiToken
+        self.readToken = readToken
+        http = httpClient
+        let (stream, continuation) = AsyncStream<Void>.makeStream()
+        releases = continuation
+        releaseTask = Task { [weak self] in
+            for await _ in stream { self?.demandChanged() }
+        }
+    }
+
+    /// Ends the stream and forgets every model's demand; models keep their last values.
+    public func close() {
+        live.closed = true
+        live.generation += 1
+        live.streamTask?.cancel()
+        live.streamTask = nil
+        releaseTask?.cancel()
+        releases.finish()
+        connection = .idle
+    }
+
+    // MARK: Reading
+
+    /// The book, live for as long as it is held. Fetched (`GET /books/{id}`) unless a complete
+    /// model of it is already held.
+    public func book(id: UUID) async throws(LibraryClientError) -> Book {
+        if let book = books[id]?.value, book.storage.isComplete, !book.storage.wasDeleted { return book }
+        let book = bookModel(id)
+        let stamps = book.storage.streamStamps
+        let answer = try await send(.GET, "/books/" + id.lowercased)
+        guard answer.status == 200, let json = answer.json?.object else {
+            if answer.status == 404 { book.storage.markDeleted() }
+            throw answer.error
+        }
+        book.storage.applyFromAnswer(json, since: stamps)
+        return book
+    }
+
+    /// The library, live for as long as it is held; its `books` arrive over the stream once read.
+    public func library(id: UUID) async throws(LibraryClientError) -> Library {
+        if let library = libraries[id]?.value, library.storage.isComplete, !library.storage.wasDeleted {
+            return library
+        }
+        let library = libraryModel(id)
+        let stamps = library.storage.streamStamps
+        let answer = try await send(.GET, "/libraries/" + id.lowercased)
+        guard answer.status == 200, let json = answer.json?.object else {
+            if answer.status == 404 { library.storage.markDeleted() }
+            throw answer.error
+        }
+        library.storage.applyFromAnswer(json, since: stamps)
+        return library
+    }
+
+    /// A live query of books (`GET /books/events` with these filters): its `items` enter and leave
+    /// as the server decides. The filters are checked by the server when the stream opens.
+    public func books(libraryId: UUID? = nil, author: String? = nil, available: Bool? = nil)
+        async throws(LibraryClientError) -> BookCollection
+    {
+        let key = BookCollection.key(libraryId: libraryId, author: author, available: available)
+        if let collection = collections[key]?.value { return collection }
+        // One page with no fields checks the filters (a bad one is a 400 now, not a stream that fails).
+        let check = try await send(.GET, key + (key.hasSuffix("?") ? "" : "&") + "limit=1&fields=id")
+        guard check.status == 200 else { throw check.error }
+        let collection = BookCollection(libraryId: libraryId, author: author, available: available, client: self)
+        collections[key] = WeakBox(collection)
+        return collection
+    }
+
+    // MARK: Identity map
+
+    func bookModel(_ id: UUID) -> Book {
+        if let book = books[id]?.value { return book }
+        let book = Book(id: id, client: self)
+        books[id] = WeakBox(book)
+        return book
+    }
+
+    func libraryModel(_ id: UUID) -> Library {
+        if let library = libraries[id]?.value { return library }
+        let library = Library(id: id, client: self)
+        libraries[id] = WeakBox(library)
+        return library
+    }
+}
+
+/// A weak reference, for the identity map.
+struct WeakBox<Object: AnyObject> {
+    weak var value: Object?
+    init(_ value: Object) { self.value = value }
+}
+
+extension UUID {
+    /// The canonical lowercase text the server uses.
+    var lowercased: String { uuidString.lowercased() }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import LibraryModel
+
+/// Everything a client call can fail with, decoded from the server's `application/problem+json`
+/// (RFC 9457) or from the transport.
+public enum LibraryClientError: Error, Sendable, Equatable {
+    /// 404: the resource does not exist (its model, if held, is marked deleted).
+    case notFound(detail: String)
+    /// 412: the resource changed since the model's version and a field the write changes is not
+    /// what it was; the model now shows `current`, the server's state.
+    case conflict(current: ResourceState, detail: String)
+    /// 422: the body's fields, each with what is wrong with it.
+    case validation([FieldProblem])
+    /// 401: the call needs a token (`apiToken` for writes, `readToken` for reads when the server has one).
+    case unauthorized(detail: String)
+    /// 503: the server or its database cannot answer now; try again after `retryAfter`.
+    case unavailable(retryAfter: Duration?, detail: String)
+    /// Any other refusal (400, 413, 415, …), with its status and detail.
+    case rejected(status: Int, detail: String)
+    /// No answer: the connection failed or timed out (writes without a key may or may not have happened).
+    case transport(String)
+
+    /// One field of a 422, as the server names it.
+    public struct FieldProblem: Sendable, Equatable {
+        public let field: String
+        public let message: String
+    }
+
+    init(status: Int, headers: [(String, String)], body: [UInt8]) {
+        let problem = try? JSON.decode(body)
+        let detail = problem?["detail"]?.string ?? problem?["title"]?.string ?? "HTTP \(status)"
+        switch status {
+        case 404: self = .notFound(detail: detail)
+        case 401: self = .unauthorized(detail: detail)
+        case 422:
+            let problems = (problem?["errors"]?.array ?? []).map {
+                FieldProblem(field: $0["field"]?.string ?? "", message: $0["message"]?.string ?? "")
+            }
+            self = .validation(problems.isEmpty ? [FieldProblem(field: "", message: detail)] : problems)
+        case 503:
+            let seconds = headers.first { $0.0.lowercased() == "retry-after" }.flatMap { Int($0.1) }
+            self = .unavailable(retryAfter: seconds.map { .seconds($0) }, detail: detail)
+        default: self = .rejected(status: status, detail: detail)
+        }
+    }
+}
+
+/// A resource's fields as the server sent them, by JSON name: the state a conflict carries.
+public struct ResourceState: Sendable, Equatable {
+    public let values: [String: FieldValue]
+
+    public subscript(field: BookField) -> FieldValue? { values[field.rawValue] }
+    public subscript(field: LibraryField) -> FieldValue? { values[field.rawValue] }
+    public var version: Int? { values["version"]?.int }
+}

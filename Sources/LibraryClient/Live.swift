@@ -1,0 +1,356 @@
+import AsyncHTTPClient
+import Foundation
+import LibraryModel
+import NIOCore
+import NIOHTTP1
+import ServerSentEvents
+
+/// What a watch of the stream stands for.
+enum WatchTarget: Sendable, Hashable {
+    case book(UUID)
+    case library(UUID)
+    case books(String)
+}
+
+/// The live side of a client: the open stream, its watches and where it is in the change sequence.
+struct LiveState {
+    /// Bumped whenever a stream is replaced or closed: what an older stream still delivers is dropped.
+    var generation = 0
+    var streamTask: Task<Void, Never>?
+    /// The watches of the stream open or opening, and what each stands for.
+    var watches: [String: WatchTarget] = [:]
+    /// Watches whose state the models hold as of `lastSeq`: they resume on the next stream.
+    var established: Set<String> = []
+    /// New watches of the open stream, established once its first frame is applied.
+    var awaitingSnapshot: Set<String> = []
+    /// Watches of the open stream whose resource was deleted (the server sends nothing more for them).
+    var ended: Set<String> = []
+    /// The id of the last frame applied.
+    var lastSeq: Int?
+    var reconcileScheduled = false
+    /// Attempts that failed in a row, for the backoff.
+    var failures = 0
+    /// The server's `retry:`, the first reconnection delay.
+    var retry: Duration = .milliseconds(2000)
+    var lastActivity = ContinuousClock.now
+    var closed = false
+    /// Whether a reconnection waits out its backoff (demand changes then wait for it too).
+    var backingOff = false
+    /// Streams opened, for tests and the benchmark.
+    var streamsOpened = 0
+}
+
+/// What the reader hands the main actor.
+enum StreamItem: Sendable {
+    case frame(seq: Int?, entries: [(watch: String, event: String, data: JSON)])
+    case retry(Int)
+    case activity
+}
+
+extension LibraryClient {
+    /// Some model's demand grew, or a model went: the stream moves to the new watch set after
+    /// `demandBatching`, so a screen of views that read at once opens one stream, not one each.
+    func demandChanged() {
+        guard !live.reconcileScheduled, !live.closed else { return }
+        live.reconcileScheduled = true
+        Task {
+            try? await Task.sleep(for: demandBatching)
+            live.reconcileScheduled = false
+            reconcile()
+        }
+    }
+
+    /// The watches every held model's demand asks for; released models leave the identity map here.
+    func desiredWatches() -> [String: WatchTarget] {
+        var watches: [String: WatchTarget] = [:]
+        for (id, box) in books {
+            guard let book = box.value else {
+                books[id] = nil
+                continue
+            }
+            guard let fields = book.storage.watchedFields else { continue }
+            watches[Self.watch("/books/" + id.lowercased, fields.map(\.rawValue))] = .book(id)
+        }
+        for (id, box) in libraries {
+            guard let library = box.value else {
+                libraries[id] = nil
+                continue
+            }
+            var fields = library.storage.watchedFields?.map(\.rawValue)
+            guard !library.storage.wasDeleted else { continue }
+            if library.membership.demanded { fields = (fields ?? []) + ["books"] }
+            guard let fields else { continue }
+            watches[Self.watch("/libraries/" + id.lowercased, fields)] = .library(id)
+        }
+        for (key, box) in collections {
+            guard let collection = box.value else {
+                collections[key] = nil
+                continue
+            }
+            guard collection.membership.demanded else { continue }
+            watches[key + (key.hasSuffix("?") ? "" : "&") + "fields=id"] = .books(key)
+        }
+        return watches
+    }
+
+    /// `/books/ID?fields=a,b`: `id` alone when only existence is demanded.
+    private static func watch(_ path: String, _ fields: [String]) -> String {
+        path + "?fields=" + (fields.isEmpty ? "id" : fields.joined(separator: ","))
+    }
+
+    /// Opens, replaces or closes the stream so that it carries exactly the demanded watches.
+    func reconcile() {
+        guard !live.closed, !live.backingOff else { return }
+        let desired = desiredWatches()
+        let wanted = Set(desired.keys)
+        let current = Set(live.watches.keys)
+        if live.streamTask != nil, wanted.isSubset(of: current), current.subtracting(wanted).isSubset(of: live.ended) {
+            return
+        }
+        guard !desired.isEmpty else {
+            live.generation += 1
+            live.streamTask?.cancel()
+            live.streamTask = nil
+            live.watches = [:]
+            connection = .idle
+            return
+        }
+        open(desired)
+    }
+
+    /// A new stream for `watches`: those the models already hold resume after `lastSeq`, the
+    /// others start with their snapshot.
+    private func open(_ watches: [String: WatchTarget]) {
+        live.generation += 1
+        live.streamTask?.cancel()
+        let generation = live.generation
+        let resumed = live.lastSeq == nil ? [] : live.established.intersection(watches.keys)
+        live.watches = watches
+        live.ended = []
+        live.established = resumed
+        live.awaitingSnapshot = Set(watches.keys).subtracting(resumed)
+        live.streamsOpened += 1
+        if connection != .live { connection = .connecting }
+        var body: [String: JSON] = ["watches": .array(watches.keys.sorted().map(JSON.string))]
+        if let seq = live.lastSeq, !resumed.isEmpty {
+            body["lastEventId"] = .string(String(seq))
+            body["resume"] = .array(resumed.sorted().map(JSON.string))
+        }
+        live.streamTask = Task { await run(generation, body: .object(body)) }
+    }
+
+    private func run(_ generation: Int, body: JSON) async {
+        var request = HTTPClientRequest(url: base + "/events")
+        request.method = .POST
+        if let token = readToken ?? apiToken { request.headers.add(name: "Authorization", value: "Bearer " + token) }
+        request.headers.add(name: "Accept", value: "text/event-stream")
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(ByteBuffer(bytes: body.encoded))
+        let response: HTTPClientResponse
+        do {
+            response = try await http.execute(request, timeout: .seconds(30))
+        } catch {
+            return failed(generation, "no answer: \(error)")
+        }
+        guard generation == live.generation else { return }
+        guard response.status == .ok else {
+            let bytes = (try? await response.body.collect(upTo: 1 << 20)).map { Array($0.readableBytesView) } ?? []
+            let answer = Answer(
+                status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: bytes)
+            return refused(generation, answer)
+        }
+        live.lastActivity = .now
+        if live.awaitingSnapshot.isEmpty {
+            // Every watch resumes: no frame comes until something changes.
+            live.failures = 0
+            connection = .live
+        }
+        let (items, sink) = AsyncStream<StreamItem>.makeStream()
+        let reader = Task.detached { await Self.read(response.body, into: sink) }
+        let watchdog = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                guard let self, generation == self.live.generation else { return }
+                if ContinuousClock.now - self.live.lastActivity > self.silenceTimeout {
+                    reader.cancel()
+                    return
+                }
+            }
+        }
+        await withTaskCancellationHandler {
+            for await item in items {
+                guard generation == live.generation else { break }
+                apply(item)
+            }
+        } onCancel: {
+            reader.cancel()
+        }
+        watchdog.cancel()
+        reader.cancel()
+        failed(generation, "the stream ended")
+    }
+
+    /// Reads the body off the main actor: SSE framing and JSON decoding happen here.
+    private nonisolated static func read(
+        _ body: HTTPClientResponse.Body, into sink: AsyncStream<StreamItem>.Continuation
+    )
+        async
+    {
+        var parser = EventStreamParser()
+        do {
+            for try await buffer in body {
+                sink.yield(.activity)
+                for item in parser.feed(buffer.readableBytesView) {
+                    switch item {
+                    case .event(let event):
+                        guard let entries = try? JSON.decode(Array(event.data.utf8)).array else { continue }
+                        sink.yield(
+                            .frame(
+                                seq: Int(event.lastEventId),
+                                entries: entries.compactMap { entry in
+                                    guard let watch = entry["watch"]?.string, let kind = entry["event"]?.string,
+                                        let data = entry["data"]
+                                    else { return nil }
+                                    return (watch, kind, data)
+                                }))
+                    case .retry(let milliseconds): sink.yield(.retry(milliseconds))
+                    case .comment: break
+                    }
+                }
+            }
+        } catch {}
+        sink.finish()
+    }
+
+    private func apply(_ item: StreamItem) {
+        live.lastActivity = .now
+        switch item {
+        case .activity: return
+        case .retry(let milliseconds): live.retry = .milliseconds(max(100, milliseconds))
+        case .frame(let seq, let entries):
+            for entry in entries { apply(entry.watch, entry.event, entry.data) }
+            if let seq { live.lastSeq = seq }
+            live.established.formUnion(live.awaitingSnapshot)
+            live.awaitingSnapshot = []
+            live.failures = 0
+            if connection != .live { connection = .live }
+        }
+    }
+
+    private func apply(_ watch: String, _ event: String, _ data: JSON) {
+        guard let target = live.watches[watch] else { return }
+        let deleted = event == "delete"
+        if deleted { live.ended.insert(watch) }
+        switch target {
+        case .book(let id):
+            guard let book = books[id]?.value else { return }
+            if deleted { return book.storage.markDeleted() }
+            book.storage.applyFromStream(data.object ?? [:])
+        case .library(let id):
+            guard let library = libraries[id]?.value else { return }
+            if deleted {
+                library.storage.markDeleted()
+                return library.membership.replace(with: [])
+            }
+            library.storage.applyFromStream(data.object ?? [:])
+            applyMembership(data["books"], to: library.membership)
+        case .books(let key):
+            guard let collection = collections[key]?.value else { return }
+            applyMembership(event == "snapshot" ? data["items"] : data, to: collection.membership)
+        }
+    }
+
+    /// A snapshot's array of members, or a change's `added` and `removed`.
+    private func applyMembership(_ data: JSON?, to membership: Membership) {
+        switch data {
+        case .array(let items)?:
+            membership.replace(
+                with: items.compactMap { $0["id"]?.string.flatMap(UUID.init(uuidString:)) }.map(bookModel))
+        case .object(let change)?:
+            let added = (change["added"]?.array ?? []).compactMap { $0["id"]?.string.flatMap(UUID.init(uuidString:)) }
+            let removed = (change["removed"]?.array ?? []).compactMap { $0.string.flatMap(UUID.init(uuidString:)) }
+            membership.apply(added: added.map(bookModel), removed: Set(removed))
+        default: break
+        }
+    }
+
+    /// The server refused the stream: a watch of a resource that is gone (404) marks its model
+    /// deleted and the stream opens again without it at once; anything else backs off.
+    private func refused(_ generation: Int, _ answer: Answer) {
+        if answer.status == 404, let watch = Self.watchNamed(in: answer.error.detail),
+            let target = live.watches[watch]
+        {
+            switch target {
+            case .book(let id): books[id]?.value?.storage.markDeleted()
+            case .library(let id): libraries[id]?.value?.storage.markDeleted()
+            case .books: break
+            }
+            live.streamTask = nil
+            live.watches = [:]
+            return reconcile()
+        }
+        var delay: Duration?
+        if case .unavailable(let retryAfter, _) = answer.error { delay = retryAfter }
+        failed(generation, "HTTP \(answer.status): \(answer.error.detail)", after: delay)
+    }
+
+    /// `watch "<watch>": …`, as the server names a watch it refuses.
+    private static func watchNamed(in detail: String) -> String? {
+        guard detail.hasPrefix("watch \""), let end = detail.range(of: "\": ") else { return nil }
+        return String(detail[detail.index(detail.startIndex, offsetBy: 7)..<end.lowerBound])
+    }
+
+    /// The stream is gone: the next attempt after the backoff, with jitter.
+    private func failed(_ generation: Int, _ reason: String, after serverDelay: Duration? = nil) {
+        guard generation == live.generation, !live.closed else { return }
+        live.generation += 1
+        live.streamTask = nil
+        live.watches = [:]
+        live.failures += 1
+        let exponent = min(live.failures - 1, 10)
+        let ceiling = min(maximumBackoff, live.retry * (1 << exponent))
+        // Equal jitter: at least half the step, so a crowd of clients spreads out but none hurries.
+        let delay = serverDelay ?? (ceiling / 2 + ceiling / 2 * Double.random(in: 0...1))
+        let attempt = live.generation
+        connection = .offline(nextAttempt: Date() + delay.timeInterval, reason: reason)
+        live.backingOff = true
+        live.streamTask = Task {
+            try? await Task.sleep(for: delay)
+            guard attempt == live.generation, !live.closed else { return }
+            live.streamTask = nil
+            live.backingOff = false
+            reconcile()
+        }
+    }
+
+    // MARK: For tests and tools
+
+    /// Waits until the stream carries every demanded watch and has delivered their snapshots
+    /// (or `timeout` passes); returns whether it got there.
+    @discardableResult
+    public func settled(timeout: Duration = .seconds(10)) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if !live.reconcileScheduled, connection == .live || desiredWatches().isEmpty,
+                live.awaitingSnapshot.isEmpty, Set(desiredWatches().keys).isSubset(of: live.watches.keys)
+            {
+                return true
+            }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return false
+    }
+
+    /// The watches of the stream open now (for tests, tools and the curious).
+    public var openWatches: [String] { live.watches.keys.sorted() }
+
+    /// How many streams this client has opened so far.
+    public var streamsOpened: Int { live.streamsOpened }
+}
+
+extension Duration {
+    var timeInterval: TimeInterval {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

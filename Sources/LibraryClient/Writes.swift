@@ -1,0 +1,163 @@
+import AsyncHTTPClient
+import Foundation
+import LibraryModel
+import NIOHTTP1
+
+extension LibraryClient {
+    /// Creates a library: `try await client.createLibrary { $0.name = "Central" }`.
+    public func createLibrary(_ fill: (inout Changes<Library>) -> Void) async throws(LibraryClientError) -> Library {
+        let scratch = Library(id: UUID(), client: nil)
+        var changes = Changes(model: scratch, storage: scratch.storage)
+        fill(&changes)
+        let answer = try await create("/libraries", changes)
+        guard let id = answer.json?["id"]?.string.flatMap(UUID.init(uuidString:)) else { throw answer.error }
+        let library = libraryModel(id)
+        library.storage.applyFromAnswer(answer.json?.object ?? [:], since: library.storage.streamStamps)
+        return library
+    }
+
+    /// Creates a book: `try await client.createBook { $0.libraryId = id; $0.title = "Dune" }`.
+    public func createBook(_ fill: (inout Changes<Book>) -> Void) async throws(LibraryClientError) -> Book {
+        let scratch = Book(id: UUID(), client: nil)
+        var changes = Changes(model: scratch, storage: scratch.storage)
+        fill(&changes)
+        let answer = try await create("/books", changes)
+        guard let id = answer.json?["id"]?.string.flatMap(UUID.init(uuidString:)) else { throw answer.error }
+        let book = bookModel(id)
+        book.storage.applyFromAnswer(answer.json?.object ?? [:], since: book.storage.streamStamps)
+        return book
+    }
+
+    /// Changes a book: `try await client.update(book) { $0.title = "Dune" }`. See `update(_:_:)` for libraries.
+    public func update(_ book: Book, _ change: (inout Changes<Book>) -> Void) async throws(LibraryClientError) {
+        var changes = Changes(model: book, storage: book.storage)
+        change(&changes)
+        try await update(changes, path: "/books/" + book.id.lowercased)
+    }
+
+    /// Changes a library with a merge patch of the fields set in `change`, sent with `If-Match`.
+    ///
+    /// The model shows the new values at once and goes back to the server's values if the server
+    /// refuses them. When the version the model knows is stale (`412`), the client reads the
+    /// resource again: if every field this write changes still holds the value the change was
+    /// made from, the write is sent again with the new version (another client changed other
+    /// fields); otherwise it throws `.conflict` with the server's state, which the model now shows.
+    public func update(_ library: Library, _ change: (inout Changes<Library>) -> Void) async throws(LibraryClientError)
+    {
+        var changes = Changes(model: library, storage: library.storage)
+        change(&changes)
+        try await update(changes, path: "/libraries/" + library.id.lowercased)
+    }
+
+    /// Deletes a book (`If-Match` its version). A book already gone is marked deleted, not an error.
+    public func delete(_ book: Book) async throws(LibraryClientError) {
+        try await delete(book.storage, path: "/books/" + book.id.lowercased)
+    }
+
+    /// Deletes a library and its books (`If-Match` its version).
+    public func delete(_ library: Library) async throws(LibraryClientError) {
+        try await delete(library.storage, path: "/libraries/" + library.id.lowercased)
+        for book in library.membership.members { book.storage.markDeleted() }
+    }
+
+    // MARK: Shared
+
+    /// A `POST` with an `Idempotency-Key`: sent again with the same key when no answer came, so a
+    /// lost answer never creates a second resource.
+    private func create<Model>(_ path: String, _ changes: Changes<Model>) async throws(LibraryClientError) -> Answer {
+        guard changes.readOnly.isEmpty else { throw Self.readOnlyError(changes.readOnly) }
+        let body = JSON.object(Dictionary(uniqueKeysWithValues: changes.values.map { ($0.rawValue, JSON($1)) }))
+        let key = UUID().uuidString.lowercased()
+        var attempt = 0
+        while true {
+            attempt += 1
+            do throws(LibraryClientError) {
+                let answer = try await send(.POST, path, json: body, headers: [("Idempotency-Key", key)])
+                guard answer.status == 201 else { throw answer.error }
+                return answer
+            } catch .transport(let reason) {
+                guard attempt < 4 else { throw .transport(reason) }
+                try? await Task.sleep(for: .milliseconds(100 << attempt))
+            }
+        }
+    }
+
+    private func update<Model>(_ changes: Changes<Model>, path: String) async throws(LibraryClientError) {
+        guard changes.readOnly.isEmpty else { throw Self.readOnlyError(changes.readOnly) }
+        let storage = changes.storage
+        let values = changes.values
+        guard !values.isEmpty else { return }
+        let before = Dictionary(uniqueKeysWithValues: values.keys.map { ($0, storage[$0]) })
+        storage.setOverlay(values)
+        defer { storage.clearOverlay(values.keys) }
+        if storage.knownVersion == nil { try await refresh(storage, path: path) }
+        let body = JSON.object(Dictionary(uniqueKeysWithValues: values.map { ($0.rawValue, JSON($1)) }))
+        for attempt in 1...2 {
+            let stamps = storage.streamStamps
+            var headers: [(String, String)] = []
+            if let version = storage.knownVersion { headers.append(("If-Match", "\"\(version)\"")) }
+            let answer = try await send(
+                .PATCH, path, json: body, contentType: "application/merge-patch+json", headers: headers)
+            switch answer.status {
+            case 200:
+                storage.applyFromAnswer(answer.json?.object ?? [:], since: stamps)
+                return
+            case 412:
+                let current = try await refresh(storage, path: path)
+                let untouched = values.keys.allSatisfy { current.values[$0.rawValue] == before[$0] ?? nil }
+                guard attempt == 1, untouched else {
+                    throw .conflict(current: current, detail: answer.error.detail)
+                }
+            case 404:
+                storage.markDeleted()
+                throw answer.error
+            default:
+                throw answer.error
+            }
+        }
+    }
+
+    private func delete<Field>(_ storage: ModelStorage<Field>, path: String) async throws(LibraryClientError) {
+        if storage.knownVersion == nil { try await refresh(storage, path: path) }
+        var headers: [(String, String)] = []
+        if let version = storage.knownVersion { headers.append(("If-Match", "\"\(version)\"")) }
+        let answer = try await send(.DELETE, path, headers: headers)
+        switch answer.status {
+        case 204, 404: storage.markDeleted()
+        case 412:
+            let current = try await refresh(storage, path: path)
+            throw .conflict(current: current, detail: answer.error.detail)
+        default: throw answer.error
+        }
+    }
+
+    /// Reads the resource again into its model; its state as the server sent it.
+    @discardableResult
+    private func refresh<Field>(_ storage: ModelStorage<Field>, path: String) async throws(LibraryClientError)
+        -> ResourceState
+    {
+        let stamps = storage.streamStamps
+        let answer = try await send(.GET, path)
+        guard answer.status == 200, let json = answer.json?.object else {
+            if answer.status == 404 { storage.markDeleted() }
+            throw answer.error
+        }
+        storage.applyFromAnswer(json, since: stamps)
+        return ResourceState(values: json.compactMapValues(\.fieldValue))
+    }
+
+    private static func readOnlyError(_ names: [String]) -> LibraryClientError {
+        .validation(names.map { .init(field: $0, message: "is not a field a client writes") })
+    }
+}
+
+extension LibraryClientError {
+    /// The server's words for the error.
+    public var detail: String {
+        switch self {
+        case .notFound(let detail), .unauthorized(let detail), .transport(let detail): detail
+        case .conflict(_, let detail), .unavailable(_, let detail), .rejected(_, let detail): detail
+        case .validation(let problems): problems.map { "\($0.field) \($0.message)" }.joined(separator: "; ")
+        }
+    }
+}

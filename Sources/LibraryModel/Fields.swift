@@ -1,0 +1,110 @@
+/// The one table of the fields of a library and a book: their JSON names, their columns, their
+/// kinds, which a client writes and which a collection filters by. The server's JSON and events,
+/// the test that holds the table against the migrations and openapi.yaml, and the Swift client's
+/// models read it here; adding a field starts with a row below.
+
+/// What a field holds, as JSON carries it.
+public enum FieldKind: Sendable, Hashable {
+    /// A UUID in its canonical lowercase text.
+    case identifier
+    case text
+    case integer
+    case boolean
+    /// An RFC 3339 UTC timestamp with milliseconds.
+    case timestamp
+}
+
+/// One row of the field table.
+public struct FieldDescriptor: Sendable, Hashable {
+    /// The name in JSON bodies, `fields=` lists and events.
+    public let name: String
+    /// The column in both engines' tables.
+    public let column: String
+    public let kind: FieldKind
+    /// Whether JSON may carry `null`.
+    public let nullable: Bool
+    /// Whether a client sets it in a body (the others are the server's).
+    public let writable: Bool
+    /// Whether a collection of books is filtered by it (`/books?author=…`).
+    public let filterable: Bool
+
+    init(
+        _ name: String, column: String, _ kind: FieldKind, nullable: Bool = false, writable: Bool = false,
+        filterable: Bool = false
+    ) {
+        self.name = name
+        self.column = column
+        self.kind = kind
+        self.nullable = nullable
+        self.writable = writable
+        self.filterable = filterable
+    }
+}
+
+/// A field of a resource: its enum case names the row of the table it stands for.
+public protocol ResourceField: CaseIterable, Hashable, Sendable, RawRepresentable where RawValue == String {
+    var descriptor: FieldDescriptor { get }
+}
+
+extension ResourceField {
+    /// The fields a client writes, in table order.
+    public static var writable: [Self] { allCases.filter(\.descriptor.writable) }
+
+    /// The field named `name` in JSON, if there is one.
+    public init?(named name: some StringProtocol) { self.init(rawValue: String(name)) }
+}
+
+/// The fields of a library's representation, in the order they are written.
+public enum LibraryField: String, ResourceField {
+    case id, name, address, bookCount, version, createdAt, updatedAt
+
+    public var descriptor: FieldDescriptor {
+        switch self {
+        case .id: FieldDescriptor("id", column: "id", .identifier)
+        case .name: FieldDescriptor("name", column: "name", .text, writable: true)
+        case .address: FieldDescriptor("address", column: "address", .text, nullable: true, writable: true)
+        case .bookCount: FieldDescriptor("bookCount", column: "book_count", .integer)
+        case .version: FieldDescriptor("version", column: "version", .integer)
+        case .createdAt: FieldDescriptor("createdAt", column: "created_at", .timestamp)
+        case .updatedAt: FieldDescriptor("updatedAt", column: "updated_at", .timestamp)
+        }
+    }
+}
+
+/// The fields of a book's representation, in the order they are written.
+public enum BookField: String, ResourceField {
+    case id, libraryId, title, author, isbn, publishedYear, available, version, createdAt, updatedAt
+
+    public var descriptor: FieldDescriptor {
+        switch self {
+        case .id: FieldDescriptor("id", column: "id", .identifier)
+        case .libraryId:
+            FieldDescriptor("libraryId", column: "library_id", .identifier, writable: true, filterable: true)
+        case .title: FieldDescriptor("title", column: "title", .text, writable: true)
+        case .author: FieldDescriptor("author", column: "author", .text, writable: true, filterable: true)
+        case .isbn: FieldDescriptor("isbn", column: "isbn", .text, nullable: true, writable: true)
+        case .publishedYear:
+            FieldDescriptor("publishedYear", column: "published_year", .integer, nullable: true, writable: true)
+        case .available:
+            FieldDescriptor("available", column: "available", .boolean, writable: true, filterable: true)
+        case .version: FieldDescriptor("version", column: "version", .integer)
+        case .createdAt: FieldDescriptor("createdAt", column: "created_at", .timestamp)
+        case .updatedAt: FieldDescriptor("updatedAt", column: "updated_at", .timestamp)
+        }
+    }
+}
+
+/// A field's value, as JSON and events carry it.
+public enum FieldValue: Sendable, Hashable {
+    case string(String)
+    case int(Int)
+    case bool(Bool)
+    case null
+
+    public init(_ value: String?) { self = value.map(FieldValue.string) ?? .null }
+    public init(_ value: Int?) { self = value.map(FieldValue.int) ?? .null }
+
+    public var string: String? { if case .string(let value) = self { value } else { nil } }
+    public var int: Int? { if case .int(let value) = self { value } else { nil } }
+    public var bool: Bool? { if case .bool(let value) = self { value } else { nil } }
+}
