@@ -138,7 +138,7 @@ let package = Package(
         // Against the real library-server binary (both engines), through a TCP proxy that counts and cuts.
         .testTarget(
             name: "LibraryClientTests",
-            dependencies: ["LibraryClient", "LibraryModel", "ServerSentEvents", "TestSupport"],
+            dependencies: ["LibraryClient", "LibraryModel", "PostgreSQL", "TestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

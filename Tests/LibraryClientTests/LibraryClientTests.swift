@@ -1,0 +1,262 @@
+import Foundation
+import LibraryClient
+import LibraryModel
+import Observation
+import TestSupport
+import Testing
+
+/// The client against the real server (SQLite, or PostgreSQL under scripts/postgres-tests.sh),
+/// through a TCP proxy that counts the bytes on the wire and cuts connections.
+@MainActor
+@Suite(.serialized) struct LibraryClientTests {
+    let server: ServerProcess
+    let proxy: TCPProxy
+    let rest: REST
+    let client: LibraryClient
+
+    init() throws {
+        server = try ServerProcess()
+        proxy = try TCPProxy(upstreamPort: server.port)
+        rest = REST(port: server.port)
+        client = LibraryClient(baseURL: URL(string: "http://127.0.0.1:\(proxy.port)")!)
+    }
+
+    @Test func `reading a field subscribes to that field and to nothing else, on the wire`() async throws {
+        let library = try rest.createLibrary()
+        let id = try rest.createBook(library, "Dune", author: "Frank Herbert")
+        let book = try await client.book(id: id)
+        #expect(client.connection == .idle)  // nothing read yet: no stream
+
+        let view = RenderedView { book.title }
+        #expect(await client.settled())
+        let watch = "/books/\(id.uuidString.lowercased())?fields=title"
+        #expect(client.openWatches == [watch])
+        #expect(
+            proxy.sentText.contains(#""watches":["\#(watch.replacingOccurrences(of: "/", with: "\\/"))"]"#)
+                || proxy.sentText.contains(watch))
+
+        // A second view reads the author of the same book: one model, the watch widens.
+        let detail = RenderedView { (book.title, book.author) }
+        #expect(await client.settled())
+        #expect(client.openWatches == ["/books/\(id.uuidString.lowercased())?fields=title,author"])
+        #expect(try await client.book(id: id) === book)
+        #expect(view.value == "Dune" && detail.value.1 == "Frank Herbert")
+    }
+
+    @Test func `an author change sends no byte and renders nothing in a title-only view`() async throws {
+        let library = try rest.createLibrary()
+        let id = try rest.createBook(library, "Dune", author: "Frank Herbert")
+        let book = try await client.book(id: id)
+        let view = RenderedView { book.title }
+        #expect(await client.settled())
+        try await Task.sleep(for: .milliseconds(100))
+        let bytes = proxy.bytesDown
+        let renders = view.renders
+
+        try rest.patchBook(id, #"{"author":"Someone Else"}"#)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(proxy.bytesDown == bytes)
+        #expect(view.renders == renders)
+
+        try rest.patchBook(id, #"{"title":"Dune Messiah"}"#)
+        #expect(await eventually { view.value == "Dune Messiah" })
+        #expect(view.renders == renders + 1)
+        #expect(proxy.bytesDown > bytes)
+    }
+
+    @Test func `a thousand live models share one stream`() async throws {
+        let library = try rest.createLibrary()
+        for index in 0..<1_000 { _ = try rest.createBook(library, "Book \(index)") }
+        let model = try await client.library(id: library)
+        let screen = RenderedView { model.books.map(\.title) }
+        #expect(await eventually { screen.value.count == 1_000 && screen.value.allSatisfy { !$0.isEmpty } })
+        #expect(await client.settled())
+        #expect(client.openWatches.count == 1_001)
+        // Membership, then the rows' titles: one stream each step, not one per model.
+        #expect(client.streamsOpened <= 3)
+
+        let third = model.books[3]
+        try rest.patchBook(third.id, #"{"title":"Renamed"}"#)
+        #expect(await eventually { screen.value[3] == "Renamed" })
+        let added = try rest.createBook(library, "Book 1000")
+        #expect(await eventually { screen.value.count == 1_001 && screen.value.last == "Book 1000" })
+        #expect(model.books.last?.id == added)
+    }
+
+    @Test func `a cut connection resumes without losing or repeating a change`() async throws {
+        let library = try rest.createLibrary()
+        let ids = try (0..<5).map { try rest.createBook(library, "Title \($0)") }
+        var books: [Book] = []
+        for id in ids { books.append(try await client.book(id: id)) }
+        let view = RenderedView { books.map(\.title) }
+        #expect(await client.settled())
+        let opened = client.streamsOpened
+
+        proxy.cutAll()
+        for (index, id) in ids.enumerated() { try rest.patchBook(id, #"{"title":"Changed \#(index)"}"#) }
+        #expect(await eventually(.seconds(15)) { view.value == (0..<5).map { "Changed \($0)" } })
+        #expect(client.streamsOpened == opened + 1)
+        // The reconnection resumed (no snapshot asked for): the body named every watch to resume.
+        #expect(proxy.sentText.contains(#""resume""#))
+        #expect(proxy.sentText.contains(#""lastEventId""#))
+        // Each title changed once: one render for the five changes folded into one frame, or a few, never a repeat.
+        #expect(Set(view.history).count == view.history.count || view.history.last == view.value)
+    }
+
+    @Test func `a server restart is resumed from the change log`() async throws {
+        let library = try rest.createLibrary()
+        let id = try rest.createBook(library, "Before")
+        let book = try await client.book(id: id)
+        let view = RenderedView { book.title }
+        #expect(await client.settled())
+
+        server.stop()
+        try server.start()
+        proxy.retarget(server.port)
+        // Written before the client is back: only the resume can bring it.
+        try REST(port: server.port).patchBook(id, #"{"title":"After"}"#)
+        #expect(await eventually(.seconds(15)) { view.value == "After" })
+        #expect(client.connection == .live)
+    }
+
+    @Test func `a stale write whose field changed meanwhile is a conflict carrying the server's state`() async throws {
+        let library = try rest.createLibrary()
+        let id = try rest.createBook(library, "Dune")
+        let book = try await client.book(id: id)  // version 1, nothing watched
+        try rest.patchBook(id, #"{"title":"Someone else's"}"#)
+        let error = await failure { try await client.update(book) { $0.title = "Mine" } }
+        guard case .conflict(let current, _)? = error else {
+            Issue.record("expected a conflict, got \(String(describing: error))")
+            return
+        }
+        #expect(current[BookField.title] == .string("Someone else's"))
+        #expect(book.title == "Someone else's")
+        #expect(
+            try rest.call("GET", "/books/\(id.uuidString.lowercased())").json["title"] as? String == "Someone else's")
+    }
+
+    @Test func `a stale write whose fields nobody else changed goes through with the new version`() async throws {
+        let library = try rest.createLibrary()
+        let id = try rest.createBook(library, "Dune")
+        let book = try await client.book(id: id)
+        try rest.patchBook(id, #"{"author":"Frank Herbert"}"#)
+        try await client.update(book) { $0.title = "Dune (1965)" }
+        let stored = try rest.call("GET", "/books/\(id.uuidString.lowercased())").json
+        #expect(stored["title"] as? String == "Dune (1965)" && stored["author"] as? String == "Frank Herbert")
+        #expect(book.title == "Dune (1965)" && book.version == 3)
+    }
+
+    @Test func `an optimistic write shows at once and rolls back when the server refuses it`() async throws {
+        let library = try rest.createLibrary()
+        let id = try rest.createBook(library, "Dune")
+        let book = try await client.book(id: id)
+        let view = RenderedView { book.title }
+        #expect(await client.settled())
+        let write = Task { try await client.update(book) { $0.title = String(repeating: "x", count: 501) } }
+        let result = await write.result
+        guard case .failure(let error as LibraryClientError) = result, case .validation(let problems) = error else {
+            Issue.record("expected a validation error, got \(result)")
+            return
+        }
+        #expect(problems.map { $0.field } == ["title"])
+        #expect(await eventually { view.value == "Dune" })
+        #expect(book.title == "Dune")
+        // The view showed the optimistic value while the write was in flight, then the server's.
+        #expect(view.history.map(\.count) == [4, 501, 4])
+    }
+
+    @Test func `a write's answer and its event apply once, in either order`() async throws {
+        let library = try rest.createLibrary()
+        let id = try rest.createBook(library, "Dune")
+        let book = try await client.book(id: id)
+        let view = RenderedView { book.title }
+        #expect(await client.settled())
+        try await client.update(book) { $0.title = "Arrakis" }
+        try await Task.sleep(for: .milliseconds(300))
+        // Rendered for the optimistic value, and never again: the answer and the event agree.
+        #expect(view.history == ["Dune", "Arrakis"])
+    }
+
+    @Test func `a POST whose answer was lost is sent again and creates one book`() async throws {
+        let library = try rest.createLibrary()
+        proxy.dropAnswer(toRequestContaining: "POST /books")
+        let book = try await client.createBook {
+            $0.libraryId = library
+            $0.title = "Exactly once"
+        }
+        #expect(proxy.dropped == 1)
+        let list = try rest.call("GET", "/books?libraryId=\(library.uuidString.lowercased())")
+        let titles = (list.json["items"] as? [[String: Any]] ?? []).compactMap { $0["title"] as? String }
+        #expect(titles == ["Exactly once"])
+        #expect(book.title == "Exactly once")
+    }
+
+    @Test func `a deleted book is marked deleted and leaves its library`() async throws {
+        let library = try rest.createLibrary()
+        let id = try rest.createBook(library, "Dune")
+        let model = try await client.library(id: library)
+        let book = try await client.book(id: id)
+        let view = RenderedView { (model.books.map(\.id), book.isDeleted, model.bookCount) }
+        #expect(await client.settled())
+        #expect(view.value.0 == [id])
+        try rest.call("DELETE", "/books/\(id.uuidString.lowercased())")
+        #expect(await eventually { view.value.1 && view.value.0.isEmpty && view.value.2 == 0 })
+    }
+
+    @Test func `a live query's members enter and leave as the server decides`() async throws {
+        let library = try rest.createLibrary()
+        let dune = try rest.createBook(library, "Dune", author: "Frank Herbert")
+        _ = try rest.createBook(library, "Emma", author: "Jane Austen")
+        let herbert = try await client.books(libraryId: library, author: "Frank Herbert")
+        let view = RenderedView { herbert.items.map(\.title) }
+        #expect(await eventually { view.value == ["Dune"] })
+        let messiah = try rest.createBook(library, "Dune Messiah", author: "Frank Herbert")
+        #expect(await eventually { view.value == ["Dune", "Dune Messiah"] })
+        try rest.patchBook(dune, #"{"author":"F. Herbert"}"#)
+        #expect(await eventually { view.value == ["Dune Messiah"] })
+        #expect(herbert.items.map(\.id) == [messiah])
+    }
+
+    @Test func `demand ends when no one holds the model`() async throws {
+        let library = try rest.createLibrary()
+        let id = try rest.createBook(library, "Dune")
+        var book: Book? = try await client.book(id: id)
+        _ = book?.title
+        #expect(await client.settled())
+        #expect(client.openWatches.count == 1)
+        book = nil
+        #expect(await eventually { client.connection == .idle && client.openWatches.isEmpty })
+    }
+
+    @Test func `errors come typed from problem+json`() async throws {
+        let missing = await failure { try await client.book(id: UUID()) }
+        guard case .notFound? = missing else {
+            Issue.record("expected notFound, got \(String(describing: missing))")
+            return
+        }
+
+        let empty = await failure { try await client.createBook { $0.title = "" } }
+        guard case .validation(let problems)? = empty else {
+            Issue.record("expected validation, got \(String(describing: empty))")
+            return
+        }
+        #expect(problems.map { $0.field }.contains("libraryId"))
+
+        let readOnly = await failure { try await client.createBook { $0.version = 3 } }
+        guard case .validation(let fields)? = readOnly else {
+            Issue.record("expected validation, got \(String(describing: readOnly))")
+            return
+        }
+        #expect(fields.map { $0.field } == ["version"])
+
+        let locked = try ServerProcess(["--api-token", "secret-token-1234"])
+        let anonymous = LibraryClient(baseURL: locked.url)
+        let refused = await failure { try await anonymous.createLibrary { $0.name = "Nope" } }
+        guard case .unauthorized? = refused else {
+            Issue.record("expected unauthorized, got \(String(describing: refused))")
+            return
+        }
+        let authorized = LibraryClient(baseURL: locked.url, apiToken: "secret-token-1234")
+        #expect(try await authorized.createLibrary { $0.name = "Yes" }.name == "Yes")
+    }
+}
