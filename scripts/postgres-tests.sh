@@ -4,6 +4,7 @@
 # - the libpq layer's tests (PostgreSQLTests);
 # - the whole API suite (LibraryAPITests) with LIBRARY_TEST_ENGINE=postgres: every test server
 #   not given a SQLite file runs on PostgreSQL, in a schema of its own;
+# - the Swift client's suite (LibraryClientTests) against library-server processes on PostgreSQL;
 # - the randomized live test once more with LIBRARY_TEST_FEED=log, where the live engine hears
 #   every commit from the change log, as a replica hears the others' writes;
 # - the hostile-request and soak scripts on a server on PostgreSQL (a schema each);
@@ -45,6 +46,7 @@ run() { # FILTER=… run NAME [VAR=VALUE…]: one test run, which must pass and 
 }
 FILTER=PostgreSQLTests run "libpq layer"
 FILTER=LibraryAPITests run "API suite on PostgreSQL" LIBRARY_TEST_ENGINE=postgres
+FILTER=LibraryClientTests run "Swift client against a server on PostgreSQL" LIBRARY_TEST_ENGINE=postgres
 FILTER=LiveRandomizedTests run "live engine fed from the change log" LIBRARY_TEST_ENGINE=postgres LIBRARY_TEST_FEED=log
 rm -f "$log"
 server=.build/debug/library-server

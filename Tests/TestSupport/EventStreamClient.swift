@@ -35,12 +35,18 @@ package final class EventStreamClient {
     /// Whether the server ended the stream.
     package private(set) var ended = false
 
-    /// Opens `GET path` with the given headers on a new connection to `port`.
-    package init(port: Int, path: String, headers: [String: String] = [:]) throws {
+    /// Opens `GET path` (or `POST path` with a JSON `body`) with the given headers on a new
+    /// connection to `port`.
+    package init(port: Int, path: String, headers: [String: String] = [:], body: String? = nil) throws {
         connection = try TestConnection(port: port)
-        var request = "GET \(path) HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n"
+        var request = "\(body == nil ? "GET" : "POST") \(path) HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n"
         for (name, value) in headers { request += "\(name): \(value)\r\n" }
-        try connection.send(request + "\r\n")
+        if let body {
+            request += "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body
+            try connection.send(request)
+        } else {
+            try connection.send(request + "\r\n")
+        }
         head = try connection.readHead()
         if head.status != 200 {
             if let length = head.header("content-length").flatMap(Int.init) {
