@@ -108,6 +108,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(name: "library-watch", dependencies: ["LibraryClient"], swiftSettings: swiftSettings),
+        // The guide's claim measured end to end: renders and bytes of a screen of views (Benchmarks/client-renders.sh).
+        .executableTarget(
+            name: "client-renders",
+            dependencies: [
+                "LibraryClient", "LibraryModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Benchmarks/ClientRenders",
+            swiftSettings: swiftSettings
+        ),
 
         // Fuzz targets for the HTTP parser and the JSON body decoders; scripts/fuzz.sh runs them.
         .executableTarget(

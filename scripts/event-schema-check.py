@@ -10,7 +10,7 @@ library's books, every library); then changes the book and the library, adds a b
 library, deletes the first book, changes the new book, and deletes both libraries. Every event
 received must match its stream's event schema in openapi.yaml (`LibraryStreamEvent`,
 `BookStreamEvent`, `LibraryCollectionStreamEvent`, `BookCollectionStreamEvent`,
-`WatchStreamEvent`), and the `data` JSON the `contentSchema` of its branch. Each single stream must
+`WatchStreamEvent`, and `PostedWatchStreamEvent` for the same watches opened by POST /events), and the `data` JSON the `contentSchema` of its branch. Each single stream must
 send a snapshot, a change and a delete; each collection stream a snapshot spread over several
 `data:` lines with at least two items and changes with `added`, `removed` and `changed`; the
 multiplexed stream frames (no `event:` line, ids `<seq>.<tag>` strictly increasing, the tag the
@@ -60,12 +60,17 @@ def call(url, method, path, body=None):
     return json.loads(payload) if payload else None
 
 
-def read_stream(url, path, headers, events, opened, done):
-    """Reads events until `done(event)` (or 10 s of silence); appends each event's fields.
+def read_stream(url, path, headers, events, opened, done, body=None):
+    """Reads events until `done(event)` (or 10 s of silence); appends each event's fields. With a
+    `body`, the stream is opened by POST with that JSON body.
 
     An event without an `event:` line is a `message`, as EventSource and schemathesis name it."""
     conn = connection(url)
-    conn.request("GET", path, headers={"Accept": "text/event-stream", **headers})
+    if body is None:
+        conn.request("GET", path, headers={"Accept": "text/event-stream", **headers})
+    else:
+        conn.request("POST", path, body=json.dumps(body),
+                     headers={"Accept": "text/event-stream", "Content-Type": "application/json", **headers})
     response = conn.getresponse()
     if response.status != 200:
         events.append(("error", {"status": response.status}))
@@ -112,12 +117,12 @@ def watch_tag(text):
     return base64.urlsafe_b64encode(hashlib.sha256(text.encode("utf-8")).digest()[:12]).decode("ascii")
 
 
-def check_frames(events, watches, fail):
+def check_frames(events, watches, fail, tagged=True):
     """Checks what no schema can: every frame of GET /events names only the watches given, each
     with at most a snapshot, a change and a delete entry in that order, and its id is `<seq>.<tag>` with seq strictly increasing and the tag the sorted hashes of
     the watches. Returns the kinds of entries seen (and `multi-line snapshot` when a collection
     snapshot spread over several lines)."""
-    tag = "".join(sorted(watch_tag(watch) for watch in watches))
+    tag = "".join(sorted(watch_tag(watch) for watch in watches)) if tagged else ""
     kinds, last = set(), -1
     for event in events:
         seq, _, frame_tag = event.get("id", "").partition(".")
@@ -203,11 +208,14 @@ def main():
         "BookCollectionStreamEvent": (f"/books/events?libraryId={library}&fields=title,author", header, [],
                                       removed(lambda: [added.get("book")])),
         "WatchStreamEvent": (f"/events?{watch_query}", {}, [], frame_removed),
+        "PostedWatchStreamEvent": ("/events" + (f"?{token}" if token else ""), {}, [], frame_removed),
     }
+    bodies = {"PostedWatchStreamEvent": {"watches": watches}}
     threads = []
-    for path, headers, events, done in streams.values():
+    for name, (path, headers, events, done) in streams.items():
         opened = threading.Event()
-        thread = threading.Thread(target=read_stream, args=(url, path, headers, events, opened, done), daemon=True)
+        thread = threading.Thread(target=read_stream, args=(url, path, headers, events, opened, done, bodies.get(name)),
+                                  daemon=True)
         thread.start()
         opened.wait(10)
         threads.append(thread)
@@ -263,8 +271,8 @@ def main():
             status = "FAIL" if errors else "ok"
             print(f"{status} - {name} {kind} id={event.get('id')}: {event.get('data', '')[:120]!r}"
                   + (f" -> {errors[:3]}" if errors else ""))
-        if schema_name == "WatchStreamEvent":
-            kinds = check_frames(events, watches, fail)
+        if schema_name.endswith("WatchStreamEvent"):
+            kinds = check_frames(events, watches, fail, tagged=schema_name == "WatchStreamEvent")
             expected = {"snapshot", "change", "delete", "multi-line snapshot"}
         elif schema_name.endswith("CollectionStreamEvent"):
             expected = {"snapshot", "change", "added", "removed", "changed", "multi-line snapshot"}

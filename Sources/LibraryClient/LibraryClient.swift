@@ -53,6 +53,9 @@ public final class LibraryClient {
     @ObservationIgnored public var silenceTimeout: Duration = .seconds(45)
     /// The longest wait between reconnection attempts.
     @ObservationIgnored public var maximumBackoff: Duration = .seconds(30)
+    /// For comparison only: watch every field of a resource any of whose fields is read (a
+    /// whole-resource subscription, as clients without field demand make). Off by default.
+    @ObservationIgnored public var watchesEveryField = false
 
     /// - Parameters:
     ///   - baseURL: where the server answers, with any path prefix (`https://host/library/`).

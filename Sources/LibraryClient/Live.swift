@@ -38,13 +38,17 @@ struct LiveState {
     var backingOff = false
     /// Streams opened, for tests and the benchmark.
     var streamsOpened = 0
+    /// Bytes of event-stream bodies received, for the benchmark.
+    var bytesReceived = 0
+    /// Frames applied.
+    var framesApplied = 0
 }
 
 /// What the reader hands the main actor.
 enum StreamItem: Sendable {
     case frame(seq: Int?, entries: [(watch: String, event: String, data: JSON)])
     case retry(Int)
-    case activity
+    case activity(bytes: Int)
 }
 
 extension LibraryClient {
@@ -69,7 +73,8 @@ extension LibraryClient {
                 continue
             }
             guard let fields = book.storage.watchedFields else { continue }
-            watches[Self.watch("/books/" + id.lowercased, fields.map(\.rawValue))] = .book(id)
+            let path = "/books/" + id.lowercased
+            watches[watchesEveryField ? path : Self.watch(path, fields.map(\.rawValue))] = .book(id)
         }
         for (id, box) in libraries {
             guard let library = box.value else {
@@ -80,7 +85,8 @@ extension LibraryClient {
             guard !library.storage.wasDeleted else { continue }
             if library.membership.demanded { fields = (fields ?? []) + ["books"] }
             guard let fields else { continue }
-            watches[Self.watch("/libraries/" + id.lowercased, fields)] = .library(id)
+            let path = "/libraries/" + id.lowercased
+            watches[watchesEveryField ? path : Self.watch(path, fields)] = .library(id)
         }
         for (key, box) in collections {
             guard let collection = box.value else {
@@ -199,7 +205,7 @@ extension LibraryClient {
         var parser = EventStreamParser()
         do {
             for try await buffer in body {
-                sink.yield(.activity)
+                sink.yield(.activity(bytes: buffer.readableBytes))
                 for item in parser.feed(buffer.readableBytesView) {
                     switch item {
                     case .event(let event):
@@ -225,10 +231,11 @@ extension LibraryClient {
     private func apply(_ item: StreamItem) {
         live.lastActivity = .now
         switch item {
-        case .activity: return
+        case .activity(let bytes): live.bytesReceived += bytes
         case .retry(let milliseconds): live.retry = .milliseconds(max(100, milliseconds))
         case .frame(let seq, let entries):
             for entry in entries { apply(entry.watch, entry.event, entry.data) }
+            live.framesApplied += 1
             if let seq { live.lastSeq = seq }
             live.established.formUnion(live.awaitingSnapshot)
             live.awaitingSnapshot = []
@@ -346,6 +353,12 @@ extension LibraryClient {
 
     /// How many streams this client has opened so far.
     public var streamsOpened: Int { live.streamsOpened }
+
+    /// Bytes of event-stream bodies this client has received (all its streams).
+    public var streamBytesReceived: Int { live.bytesReceived }
+
+    /// Frames of its streams this client has applied.
+    public var framesApplied: Int { live.framesApplied }
 }
 
 extension Duration {
