@@ -160,7 +160,8 @@ package final class LibraryAPI: HTTPResponder {
         }
         switch (route, method) {
         case (_, "OPTIONS"): break  // CORS preflights carry no credentials
-        case (.events, "POST"): try authorizeRead(request, stream: true)  // a stream, its watches in the body
+        case (.events, "POST"), (.eventStream, "POST"):
+            try authorizeRead(request, stream: true)  // a stream and its watches: reading, not writing
         case (_, "POST"), (_, "PUT"), (_, "PATCH"), (_, "DELETE"): try authorize(request)
         case (.health, _), (.openAPI, _), (.console, _): break  // open to probes, tools and browsers: no data in them
         case (.libraryEvents, _), (.bookEvents, _), (.librariesEvents, _), (.booksEvents, _), (.events, _):
@@ -199,6 +200,7 @@ package final class LibraryAPI: HTTPResponder {
         case (.librariesEvents, _): try streamEvents(.libraries, exchange)
         case (.booksEvents, _): try streamEvents(.books(BookFilter()), exchange)
         case (.events, "POST"): try streamPostedWatches(exchange)
+        case (.eventStream(let id), _): try changeWatches(of: id, exchange)
         case (.events, _): try streamWatches(exchange)
         case (.health, _): health(exchange)
         case (.metrics, _): exchange.finish(metricsResponse())

@@ -17,15 +17,15 @@ extension LibraryClient {
     /// The largest answer body the client reads (a page of 500 books is about 150 KB).
     static let maximumAnswer = 8 << 20
 
-    /// One request, its answer read whole. Reads carry the read token (or the write token), writes
-    /// the write token. A request that gets no answer is a `.transport` error.
+    /// One request, its answer read whole. Reads (and `read` requests, such as a change of the
+    /// stream's watches) carry the read token (or the write token), writes the write token. A request that gets no answer is a `.transport` error.
     nonisolated func send(
         _ method: HTTPMethod, _ path: String, json body: JSON? = nil, contentType: String = "application/json",
-        headers extra: [(String, String)] = []
+        headers extra: [(String, String)] = [], read: Bool = false
     ) async throws(LibraryClientError) -> Answer {
         var request = HTTPClientRequest(url: base + path)
         request.method = method
-        let write = method != .GET && method != .HEAD
+        let write = !read && method != .GET && method != .HEAD
         if let token = write ? apiToken : (readToken ?? apiToken) {
             request.headers.add(name: "Authorization", value: "Bearer " + token)
         }

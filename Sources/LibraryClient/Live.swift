@@ -38,6 +38,15 @@ struct LiveState {
     var backingOff = false
     /// Streams opened, for tests and the benchmark.
     var streamsOpened = 0
+    /// The open stream's `Stream-Id`, once its head arrived: its watches change through
+    /// `POST /events/{streamId}` without a new connection.
+    var streamID: String?
+    /// A change of watches is in flight on the side channel.
+    var changing = false
+    /// Demand changed while the stream was opening or a change was in flight: reconcile after.
+    var reconcileAgain = false
+    /// Watch changes made on the side channel, for tests and the benchmark.
+    var watchChanges = 0
     /// Bytes of event-stream bodies received, for the benchmark.
     var bytesReceived = 0
     /// Frames applied.
@@ -113,11 +122,20 @@ extension LibraryClient {
         if live.streamTask != nil, wanted.isSubset(of: current), current.subtracting(wanted).isSubset(of: live.ended) {
             return
         }
+        if live.streamTask != nil, !desired.isEmpty, live.streamID == nil || live.changing {
+            // The stream is opening, or a change is in flight: this one follows it.
+            live.reconcileAgain = true
+            return
+        }
+        if let streamID = live.streamID, !desired.isEmpty {
+            return change(streamID, to: desired)
+        }
         guard !desired.isEmpty else {
             live.generation += 1
             live.streamTask?.cancel()
             live.streamTask = nil
             live.watches = [:]
+            live.streamID = nil
             connection = .idle
             return
         }
@@ -132,6 +150,9 @@ extension LibraryClient {
         let generation = live.generation
         let resumed = live.lastSeq == nil ? [] : live.established.intersection(watches.keys)
         live.watches = watches
+        live.streamID = nil
+        live.changing = false
+        live.reconcileAgain = false
         live.ended = []
         live.established = resumed
         live.awaitingSnapshot = Set(watches.keys).subtracting(resumed)
@@ -166,6 +187,11 @@ extension LibraryClient {
             return refused(generation, answer)
         }
         live.lastActivity = .now
+        live.streamID = response.headers.first(name: "Stream-Id")
+        if live.reconcileAgain {
+            live.reconcileAgain = false
+            demandChanged()
+        }
         if live.awaitingSnapshot.isEmpty {
             // Every watch resumes: no frame comes until something changes.
             live.failures = 0
@@ -234,11 +260,15 @@ extension LibraryClient {
         case .activity(let bytes): live.bytesReceived += bytes
         case .retry(let milliseconds): live.retry = .milliseconds(max(100, milliseconds))
         case .frame(let seq, let entries):
-            for entry in entries { apply(entry.watch, entry.event, entry.data) }
+            for entry in entries {
+                apply(entry.watch, entry.event, entry.data)
+                // A watch's first entry (its snapshot, or its delete) makes it one to resume.
+                if entry.event != "change", live.awaitingSnapshot.remove(entry.watch) != nil {
+                    live.established.insert(entry.watch)
+                }
+            }
             live.framesApplied += 1
             if let seq { live.lastSeq = seq }
-            live.established.formUnion(live.awaitingSnapshot)
-            live.awaitingSnapshot = []
             live.failures = 0
             if connection != .live { connection = .live }
         }
@@ -281,6 +311,44 @@ extension LibraryClient {
         }
     }
 
+    /// Moves the open stream to `desired` through its side channel (`POST /events/{streamId}`):
+    /// no new connection, no resume of the kept watches; added ones get their snapshot in a later
+    /// frame. If the server does not know the stream (it ended, or another replica holds it behind
+    /// a load balancer), a new stream is opened instead.
+    private func change(_ streamID: String, to desired: [String: WatchTarget]) {
+        let current = Set(live.watches.keys)
+        let added = desired.keys.filter { !current.contains($0) }.sorted()
+        let removed = current.subtracting(desired.keys).sorted()
+        let generation = live.generation
+        for watch in added {
+            live.watches[watch] = desired[watch]
+            live.awaitingSnapshot.insert(watch)
+        }
+        for watch in removed {
+            live.watches[watch] = nil
+            live.established.remove(watch)
+            live.awaitingSnapshot.remove(watch)
+            live.ended.remove(watch)
+        }
+        live.changing = true
+        live.watchChanges += 1
+        let body = JSON.object(["add": .array(added.map(JSON.string)), "remove": .array(removed.map(JSON.string))])
+        Task {
+            let answer = try? await send(.POST, "/events/" + streamID, json: body, read: true)
+            guard generation == live.generation else { return }
+            live.changing = false
+            guard answer?.status == 204 else {
+                // The stream is unknown here or the change was refused: a new stream carries the
+                // demand (kept watches resume there, new ones get their snapshot).
+                return open(desiredWatches())
+            }
+            if live.reconcileAgain {
+                live.reconcileAgain = false
+                reconcile()
+            }
+        }
+    }
+
     /// The server refused the stream: a watch of a resource that is gone (404) marks its model
     /// deleted and the stream opens again without it at once; anything else backs off.
     private func refused(_ generation: Int, _ answer: Answer) {
@@ -294,6 +362,7 @@ extension LibraryClient {
             }
             live.streamTask = nil
             live.watches = [:]
+            live.streamID = nil
             return reconcile()
         }
         var delay: Duration?
@@ -313,6 +382,7 @@ extension LibraryClient {
         live.generation += 1
         live.streamTask = nil
         live.watches = [:]
+        live.streamID = nil
         live.failures += 1
         let exponent = min(live.failures - 1, 10)
         let ceiling = min(maximumBackoff, live.retry * (1 << exponent))
@@ -353,6 +423,9 @@ extension LibraryClient {
 
     /// How many streams this client has opened so far.
     public var streamsOpened: Int { live.streamsOpened }
+
+    /// How many times this client changed the watches of its open stream without reconnecting.
+    public var watchChanges: Int { live.watchChanges }
 
     /// Bytes of event-stream bodies this client has received (all its streams).
     public var streamBytesReceived: Int { live.bytesReceived }

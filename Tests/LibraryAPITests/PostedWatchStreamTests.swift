@@ -115,3 +115,73 @@ import Testing
         }
     }
 }
+
+/// `POST /events/{streamId}`: the watches of an open stream, changed without a new connection.
+@Suite struct StreamSideChannelTests {
+    let live = try! LiveServer()
+
+    func change(_ streamID: String, _ body: String) throws -> TestResponse {
+        try live.request("POST", "/events/\(streamID)", body: body)
+    }
+
+    @Test func `watches added get their snapshot in the stream and removed ones get nothing more`() throws {
+        let library = try live.createLibrary()
+        let book = try live.createBook(in: library, title: "Dune")
+        let stream = try EventStreamClient(
+            port: live.port, path: "/events", body: PostedWatchStreamTests.body(["/libraries/\(library)?fields=name"]))
+        let streamID = try #require(stream.head.header("stream-id"))
+        let first = try #require(try stream.next())
+
+        let missing = "00000000-0000-4000-8000-000000000001"
+        let title = "/books/\(book)?fields=title"
+        #expect(try change(streamID, #"{"add":["\#(title)","/books/\#(missing)?fields=title"]}"#).status == 204)
+        let added = try #require(try stream.next())
+        let events = Dictionary(
+            uniqueKeysWithValues: added.entries.map { ($0["watch"] as? String ?? "", $0["event"] as? String ?? "") })
+        #expect(events == [title: "snapshot", "/books/\(missing)?fields=title": "delete"], "\(added.data)")
+        #expect(Int(added.id ?? "")! >= Int(first.id ?? "")!, "ids never go back")
+
+        _ = try live.request("PATCH", "/books/\(book)", body: #"{"title":"Dune Messiah"}"#)
+        let changed = try #require(try stream.next())
+        #expect(changed.entries.map { $0["watch"] as? String } == [title])
+
+        #expect(try change(streamID, #"{"remove":["\#(title)"]}"#).status == 204)
+        _ = try live.request("PATCH", "/books/\(book)", body: #"{"title":"Children of Dune"}"#)
+        _ = try live.request("PATCH", "/libraries/\(library)", body: #"{"name":"After"}"#)
+        let after = try #require(try stream.next())
+        #expect(after.entries.map { $0["watch"] as? String } == ["/libraries/\(library)?fields=name"], "\(after.data)")
+        #expect(live.subscribers == 1)
+    }
+
+    @Test func `a change names an open stream of this server and a well-formed body`() throws {
+        let library = try live.createLibrary()
+        let stream = try EventStreamClient(
+            port: live.port, path: "/events", body: PostedWatchStreamTests.body(["/libraries/\(library)"]))
+        let streamID = try #require(stream.head.header("stream-id"))
+        _ = try stream.next()
+        #expect(try change("00000000-0000-4000-8000-000000000009", #"{"add":["/libraries"]}"#).status == 404)
+        #expect(try change("not-a-uuid", #"{"add":["/libraries"]}"#).status == 400)
+        #expect(try change(streamID, #"{}"#).status == 422)
+        #expect(try change(streamID, #"{"add":"/libraries"}"#).status == 422)
+        #expect(try change(streamID, #"{"add":["/libraries","/libraries"]}"#).status == 422)
+        #expect(try change(streamID, #"{"add":["/libraries"],"remove":["/libraries"]}"#).status == 422)
+        #expect(try change(streamID, #"{"add":["/libraries"],"extra":1}"#).status == 422)
+        #expect(try change(streamID, #"{"add":["/bookz"]}"#).status == 400)
+        let many = (0..<10_000).map { "\"/books?author=\($0)\"" }.joined(separator: ",")
+        let tooMany = try change(streamID, #"{"add":[\#(many)]}"#)
+        #expect(tooMany.status == 400 && tooMany.text.contains("10000"), "\(tooMany.text)")
+        let get = try live.request("GET", "/events/\(streamID)")
+        #expect(get.status == 405 && get.header("allow") == "POST, OPTIONS")
+        // A stream opened by GET has no id: its watches change by reconnecting (EventSource).
+        let browser = try live.events("/events?watch=%2Flibraries")
+        #expect(browser.head.header("stream-id") == nil)
+        shutdown(stream.connection.fd, Int32(SHUT_RDWR))
+        let deadline = Date().addingTimeInterval(5)
+        var answer = 204
+        while answer != 404, Date() < deadline {
+            answer = try change(streamID, #"{"add":["/libraries?fields=name"]}"#).status
+            usleep(20_000)
+        }
+        #expect(answer == 404, "a closed stream is forgotten")
+    }
+}

@@ -41,6 +41,34 @@ import Testing
         #expect(client.openWatches == ["/books/\(id.uuidString.lowercased())?fields=title,author"])
         #expect(try await client.book(id: id) === book)
         #expect(view.value == "Dune" && detail.value.1 == "Frank Herbert")
+        // The open stream changed its watches through its side channel: no second connection.
+        #expect(client.streamsOpened == 1)
+        #expect(proxy.sentText.contains("POST /events/"))
+    }
+
+    @Test func `demand that grows and shrinks moves the open stream, losing nothing`() async throws {
+        let library = try rest.createLibrary()
+        let first = try rest.createBook(library, "One")
+        let second = try rest.createBook(library, "Two")
+        let one = try await client.book(id: first)
+        let view = RenderedView { one.title }
+        #expect(await client.settled())
+
+        // A second model's demand joins the stream while writes go on.
+        var two: Book? = try await client.book(id: second)
+        let other = RenderedView { two?.author ?? "" }
+        try rest.patchBook(second, #"{"author":"Written meanwhile"}"#)
+        try rest.patchBook(first, #"{"title":"One, changed meanwhile"}"#)
+        #expect(await eventually { other.value == "Written meanwhile" && view.value == "One, changed meanwhile" })
+        #expect(client.openWatches.count == 2)
+
+        // The second model goes: its watch leaves the stream, the first keeps working.
+        two = nil
+        #expect(await eventually { client.openWatches.count == 1 })
+        try rest.patchBook(first, #"{"title":"One, after"}"#)
+        #expect(await eventually { view.value == "One, after" })
+        #expect(client.streamsOpened == 1)
+        #expect(client.watchChanges >= 2)
     }
 
     @Test func `an author change sends no byte and renders nothing in a title-only view`() async throws {
@@ -72,8 +100,9 @@ import Testing
         #expect(await eventually { screen.value.count == 1_000 && screen.value.allSatisfy { !$0.isEmpty } })
         #expect(await client.settled())
         #expect(client.openWatches.count == 1_001)
-        // Membership, then the rows' titles: one stream each step, not one per model.
-        #expect(client.streamsOpened <= 3)
+        // Membership first, then the rows' titles added to the same stream: one connection.
+        #expect(client.streamsOpened == 1)
+        #expect(client.watchChanges >= 1)
 
         let third = model.books[3]
         try rest.patchBook(third.id, #"{"title":"Renamed"}"#)

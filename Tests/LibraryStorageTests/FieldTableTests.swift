@@ -41,7 +41,8 @@ import Testing
                 } else if line.hasPrefix(")") {
                     table = nil
                 } else if let table, line.hasPrefix("    "), let name = words.first {
-                    tables[table, default: [:]][String(name)] = !line.contains("NOT NULL") && !line.contains("PRIMARY KEY")
+                    tables[table, default: [:]][String(name)] =
+                        !line.contains("NOT NULL") && !line.contains("PRIMARY KEY")
                 }
             }
         }

@@ -34,6 +34,8 @@ final class Multiplexer {
         var settled = false
         /// Its resource was deleted (its `delete` is its last event).
         var deleted = false
+        /// Removed by the client while its snapshot was still being written: it goes once settled.
+        var removing = false
         var snapshot: LiveEvent?
         var change: FoldedChange?
         var delete: LiveEvent?
@@ -62,8 +64,10 @@ final class Multiplexer {
     static let maxBacklog = 32
 
     let hub: LiveHub
-    let parts: [Part]
+    private(set) var parts: [Part]
     let tag: String
+    /// The id `POST /events/{streamId}` names this stream by (streams opened by `POST` only).
+    var streamID: String?
     private(set) var stream: HTTPStream?
     private var outstanding: Int
     /// Watches with something to write, in the order they got it: a frame costs work for the
@@ -191,9 +195,82 @@ final class Multiplexer {
     func closed() {
         ended = true
         unsubscribeAll()
+        if let streamID { Self.open[streamID] = nil }
+    }
+
+    // MARK: Changing the watches of an open stream
+
+    /// Streams opened by `POST /events`, by id, while open.
+    static var open: [String: Multiplexer] = [:]
+
+    /// Watches added while the stream runs: each gets its `snapshot` in a later frame, and frames
+    /// wait for it as they wait for the first snapshots, so ids still name one change every
+    /// watch is at. A watch already on the stream is left as it is.
+    func add(_ watches: [(watch: String, request: SubscriptionRequest)]) {
+        guard !ended, !failed else { return }
+        let present = Set(parts.map(\.watch))
+        for (watch, request) in watches where !present.contains(watch) {
+            let part = Part(watch: watch, target: request.target)
+            parts.append(part)
+            unsettled += 1
+            hub.subscribe(
+                request,
+                open: { subscriberID in
+                    part.subscriberID = subscriberID
+                    return WatchSink(multiplexer: self, part: part)
+                },
+                outcome: { outcome in LiveActor.enqueue { self.added(part, outcome) } }
+            )
+        }
+    }
+
+    private func added(_ part: Part, _ outcome: LiveHub.Outcome) {
+        guard !ended, !part.removing || part.subscriberID == nil else {
+            if let id = part.subscriberID { hub.unsubscribe(id, from: part.target) }
+            part.subscriberID = nil
+            return
+        }
+        switch outcome {
+        case .subscribed:
+            break  // settles when its snapshot is handed over
+        case .notFound, .deletedBeyondHistory, .absentWithoutTrace:
+            // Not a refusal of the whole stream: this watch's resource is gone, as a `delete` says.
+            part.delete = LiveEvent(kind: .delete, seq: hub.position, id: part.target.resourceID ?? "")
+            part.deleted = true
+            list(part)
+            settle(part, through: 0)
+            scheduleFlush()
+        case .failed:
+            // The snapshot could not be read: the stream ends and the client resumes.
+            ended = true
+            unsubscribeAll()
+            if let stream { stream.finish() }
+        }
+    }
+
+    /// Watches removed while the stream runs: their subscriptions go and nothing more is written
+    /// for them. One whose snapshot is still being written goes when it is done.
+    func remove(_ watches: Set<String>) {
+        for part in parts where watches.contains(part.watch) {
+            part.removing = true
+            if part.settled && paging !== part { drop(part) }
+        }
+        scheduleFlush()
+    }
+
+    private func drop(_ part: Part) {
+        if let id = part.subscriberID { hub.unsubscribe(id, from: part.target) }
+        part.subscriberID = nil
+        parts.removeAll { $0 === part }
+        if part.listed {
+            pending.removeAll { $0 === part }
+            part.listed = false
+        }
+        (part.snapshot, part.change, part.delete, part.waitingPage) = (nil, nil, nil, nil)
     }
 
     private func unsubscribeAll() {
+        if let streamID { Self.open[streamID] = nil }
         for part in parts {
             if let id = part.subscriberID { hub.unsubscribe(id, from: part.target) }
             part.subscriberID = nil
@@ -204,6 +281,7 @@ final class Multiplexer {
 
     func receive(_ part: Part, _ event: LiveEvent) {
         hub.counters.events.add(1, ordering: .relaxed)
+        guard !part.removing else { return }
         list(part)
         switch event.kind {
         case .snapshot:
@@ -229,6 +307,7 @@ final class Multiplexer {
         if !part.settled { unsettled -= 1 }
         part.settled = true
         floor = max(floor, seq)
+        if part.removing && paging !== part { drop(part) }
     }
 
     private func list(_ part: Part) {
@@ -250,6 +329,9 @@ final class Multiplexer {
     /// watch's pages are, else kept until they are done (the hub sends the next page only when
     /// asked, so one page per watch waits at most).
     func page(_ part: Part, _ event: LiveEvent, then next: @escaping @Sendable @LiveActor () -> Void) {
+        // A removed watch's snapshot is read to its end (the hub's paging goes on) but not
+        // written, unless its first page is already in the open frame.
+        if part.removing && paging !== part { return next() }
         guard let stream, !ended, paging == nil || paging === part else {
             part.waitingPage = (event, next)
             return
@@ -266,6 +348,7 @@ final class Multiplexer {
         if isLast {
             bytes += Array("data: ]}}\n".utf8)
             paging = nil
+            if part.removing && part.settled { drop(part) }
         }
         stream.write(bytes)
         // As `EventStreamSink.sendPage`: the next page is read while this one is sent.

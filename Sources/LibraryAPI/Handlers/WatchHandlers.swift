@@ -38,6 +38,40 @@ extension LibraryAPI {
         openWatches(exchange, body.watches, requests, resume: resume, tagged: false)
     }
 
+    /// `POST /events/{streamId}` with `{"add": [...], "remove": [...]}`: changes the watches of an
+    /// open `POST /events` stream without a new connection. Added watches get their `snapshot` in
+    /// a later frame of the stream (or a `delete` entry when their resource is gone); removed ones
+    /// get nothing more. `204` once the change is made; `404` when no such stream is open here
+    /// (it ended, or another replica holds it): the client opens a new stream instead.
+    func changeWatches(of streamID: String, _ exchange: Exchange) throws(APIError) {
+        let body = try WatchChanges(exchange.request)
+        let added = try body.add.map { watch throws(APIError) in (watch, try Self.watchRequest(watch)) }
+        LiveActor.enqueue {
+            guard let multiplexer = Multiplexer.open[streamID] else {
+                return exchange.fail(
+                    APIError.notFound("No stream \(streamID) is open on this server; open a new one with POST /events.")
+                )
+            }
+            let count = Set(multiplexer.parts.map(\.watch)).subtracting(body.remove).union(body.add).count
+            guard count <= Multiplexer.maxPostedWatches else {
+                return exchange.fail(
+                    APIError.badRequest(
+                        "A stream carries at most \(Multiplexer.maxPostedWatches) watches; this change makes \(count).")
+                )
+            }
+            multiplexer.remove(Set(body.remove))
+            multiplexer.add(added.map { (watch: $0.0, request: $0.1) })
+            exchange.finish(HTTPResponse(status: .noContent))
+        }
+    }
+
+    /// The head of a multiplexed stream, with its `Stream-Id` when it has one.
+    private static func eventStreamHead(streamID: String?) -> HTTPResponse {
+        var head = eventStreamHead
+        if let streamID { head.headers.set("Stream-Id", streamID) }
+        return head
+    }
+
     /// Each watch checked and turned into its subscription; the same watch twice is a 400.
     private static func watchRequests(_ watches: [String]) throws(APIError) -> [SubscriptionRequest] {
         var seen: Set<String> = []
@@ -62,6 +96,10 @@ extension LibraryAPI {
             let parts = zip(watches, subscriptions).map { Multiplexer.Part(watch: $0, target: $1.target) }
             let multiplexer = Multiplexer(
                 hub: hub, parts: parts, tagged: tagged, peerHasGone: { exchange.peerHasGone })
+            // A stream opened by POST can change its watches later (`POST /events/{streamId}`).
+            let streamID = tagged ? nil : Identifier.make()
+            multiplexer.streamID = streamID
+            let head = Self.eventStreamHead(streamID: streamID)
             for (part, var request) in zip(parts, subscriptions) {
                 let resumed =
                     resume.map { $0.tags == nil || $0.tags!.contains(part.tag) } ?? false
@@ -77,7 +115,8 @@ extension LibraryAPI {
                             multiplexer.outcome(
                                 part, outcome, resumed: resumed,
                                 open: {
-                                    exchange.openStream(Self.eventStreamHead) {
+                                    if let streamID { Multiplexer.open[streamID] = multiplexer }
+                                    return exchange.openStream(head) {
                                         LiveActor.enqueue { multiplexer.closed() }
                                     }
                                 },
@@ -171,16 +210,7 @@ struct PostedWatches {
     var resume: [String]?
 
     init(_ request: HTTPRequest) throws(APIError) {
-        try RequestBody.checkMediaType(of: request)
-        let value: JSONValue
-        do {
-            value = try JSONParser.parse(request.body)
-        } catch {
-            throw .badRequest("The body is not valid JSON: \(error.message) at byte \(error.offset).")
-        }
-        guard case .object(let members) = value else {
-            throw .invalid([FieldError("", "the body must be a JSON object, not \(value.typeName)")])
-        }
+        let members = try Self.object(request)
         var errors: [FieldError] = []
         var watchesSeen = false
         for (key, value) in members {
@@ -224,7 +254,22 @@ struct PostedWatches {
         guard errors.isEmpty else { throw .invalid(errors) }
     }
 
-    private static func strings(_ value: JSONValue) -> [String]? {
+    /// The body's members: it must be a JSON object (415, 400 and 422 otherwise).
+    static func object(_ request: HTTPRequest) throws(APIError) -> [(key: String, value: JSONValue)] {
+        try RequestBody.checkMediaType(of: request)
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(request.body)
+        } catch {
+            throw .badRequest("The body is not valid JSON: \(error.message) at byte \(error.offset).")
+        }
+        guard case .object(let members) = value else {
+            throw .invalid([FieldError("", "the body must be a JSON object, not \(value.typeName)")])
+        }
+        return members
+    }
+
+    static func strings(_ value: JSONValue) -> [String]? {
         guard case .array(let items) = value else { return nil }
         var strings: [String] = []
         strings.reserveCapacity(items.count)
@@ -233,5 +278,39 @@ struct PostedWatches {
             strings.append(text)
         }
         return strings
+    }
+}
+
+/// The body of `POST /events/{streamId}`: watches to add and to remove, each listed once.
+struct WatchChanges {
+    var add: [String] = []
+    var remove: [String] = []
+
+    init(_ request: HTTPRequest) throws(APIError) {
+        let members = try PostedWatches.object(request)
+        var errors: [FieldError] = []
+        for (key, value) in members {
+            switch key {
+            case "add", "remove":
+                guard let list = PostedWatches.strings(value) else {
+                    errors.append(FieldError(key, "must be an array of watches (strings)"))
+                    continue
+                }
+                if key == "add" { add = list } else { remove = list }
+            default:
+                let name = key.count > 100 ? key.prefix(100) + "…" : key
+                errors.append(FieldError(name, "is not a member of this body (add, remove)"))
+            }
+        }
+        if errors.isEmpty, add.isEmpty, remove.isEmpty {
+            errors.append(FieldError("", "name watches to add or remove"))
+        }
+        if errors.isEmpty, Set(add).count != add.count || Set(remove).count != remove.count {
+            errors.append(FieldError(Set(add).count != add.count ? "add" : "remove", "lists a watch more than once"))
+        }
+        if errors.isEmpty, let both = add.first(where: Set(remove).contains) {
+            errors.append(FieldError("remove", "names \"\(both.prefix(300))\", which add names too"))
+        }
+        guard errors.isEmpty else { throw .invalid(errors) }
     }
 }

@@ -4,8 +4,8 @@ import HTTPServer
 /// and its regression tests.
 ///
 /// Bad input may only ever throw an `APIError` that is a 4xx. A document the parser accepts must,
-/// written back out, parse to the same value; and every write route's decoder must take the bytes
-/// without trapping.
+/// written back out, parse to the same value; and every write route's decoder, and those of the
+/// stream bodies (`POST /events`, `POST /events/{streamId}`), must take the bytes without trapping.
 package enum BodyCheck {
     /// Runs the checks; traps (so the fuzzer reports the input) when one fails.
     package static func run(_ bytes: [UInt8]) {
@@ -18,14 +18,16 @@ package enum BodyCheck {
         let request = HTTPRequest(
             method: "POST", target: "/books", headers: HTTPRequestHeaders([("content-type", "application/json")]),
             body: bytes)
-        for route in 0..<5 {
+        for route in 0..<7 {
             do throws(APIError) {
                 switch route {
                 case 0: _ = try BodyDecoding.libraryDraft(request)
                 case 1: _ = try BodyDecoding.libraryPatch(request)
                 case 2: _ = try BodyDecoding.bookDraft(request)
                 case 3: _ = try BodyDecoding.bookDraft(request, pathLibraryID: "3f2a9c1e-8b4d-4e6f-9a1b-2c3d4e5f6a7b")
-                default: _ = try BodyDecoding.bookPatch(request)
+                case 4: _ = try BodyDecoding.bookPatch(request)
+                case 5: _ = try PostedWatches(request)
+                default: _ = try WatchChanges(request)
                 }
             } catch {
                 precondition((400...499).contains(error.status.code), "a body gave status \(error.status.code)")

@@ -16,6 +16,8 @@ enum Route: Sendable, Equatable {
     case booksEvents
     /// `/events`: many watches on one stream.
     case events
+    /// `/events/{streamId}`: the watches of an open `POST /events` stream, changed while it runs.
+    case eventStream(String)
     case health
     case metrics
     case openAPI
@@ -53,6 +55,7 @@ enum Route: Sendable, Equatable {
         case 2 where matches(first, "libraries") && matches(second, "events"): self = .librariesEvents
         case 2 where matches(first, "books") && matches(second, "events"): self = .booksEvents
         case 2 where matches(first, "console"): self = .console(String(second))
+        case 2 where matches(first, "events"): self = .eventStream(try id(second, "stream"))
         case 2 where matches(first, "libraries"): self = .library(try id(second, "library"))
         case 2 where matches(first, "books"): self = .book(try id(second, "book"))
         case 3 where matches(first, "libraries") && matches(third, "books"):
@@ -81,6 +84,7 @@ enum Route: Sendable, Equatable {
         case .librariesEvents: "/libraries/events"
         case .booksEvents: "/books/events"
         case .events: "/events"
+        case .eventStream: "/events/{streamId}"
         case .health: "/healthz"
         case .metrics: "/metrics"
         case .openAPI: "/openapi.yaml"
@@ -96,6 +100,7 @@ enum Route: Sendable, Equatable {
         case .library, .book: Self.resourceMethods
         case .libraryEvents, .bookEvents, .librariesEvents, .booksEvents: Self.streamMethods
         case .events: Self.watchMethods
+        case .eventStream: Self.streamControlMethods
         case .health, .metrics, .openAPI, .console: Self.readOnlyMethods
         }
     }
@@ -103,6 +108,8 @@ enum Route: Sendable, Equatable {
     /// Whether `method` is one of `methods`, decided without touching the list.
     func allows(_ method: String) -> Bool {
         switch (self, method) {
+        case (.eventStream, "POST"), (.eventStream, "OPTIONS"): true
+        case (.eventStream, _): false
         case (_, "GET"), (_, "OPTIONS"): true
         case (.events, "POST"): true
         case (.libraryEvents, _), (.bookEvents, _), (.librariesEvents, _), (.booksEvents, _), (.events, _): false
@@ -121,6 +128,7 @@ enum Route: Sendable, Equatable {
         case .library, .book: Self.resourceAllow
         case .libraryEvents, .bookEvents, .librariesEvents, .booksEvents: Self.streamAllow
         case .events: Self.watchAllow
+        case .eventStream: Self.streamControlAllow
         case .health, .metrics, .openAPI, .console: Self.readOnlyAllow
         }
     }
@@ -131,6 +139,8 @@ enum Route: Sendable, Equatable {
     private static let readOnlyMethods = ["GET", "HEAD", "OPTIONS"]
     private static let watchMethods = ["GET", "POST", "OPTIONS"]
     private static let watchAllow = watchMethods.joined(separator: ", ")
+    private static let streamControlMethods = ["POST", "OPTIONS"]
+    private static let streamControlAllow = streamControlMethods.joined(separator: ", ")
     private static let collectionAllow = collectionMethods.joined(separator: ", ")
     private static let resourceAllow = resourceMethods.joined(separator: ", ")
     private static let streamAllow = streamMethods.joined(separator: ", ")
