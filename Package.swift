@@ -32,6 +32,9 @@ let package = Package(
         // The client's HTTP: streams response bodies on Linux and Apple platforms. Never linked by the server.
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        // Only for the test of a client generated from openapi.yaml (Tests/LibraryClientTests/GeneratedClient).
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
+        .package(url: "https://github.com/swift-server/swift-openapi-async-http-client", from: "1.5.0"),
     ],
     targets: [
         // System SQLite through its C API (Debian: libsqlite3-dev).
@@ -150,7 +153,12 @@ let package = Package(
         // Against the real library-server binary (both engines), through a TCP proxy that counts and cuts.
         .testTarget(
             name: "LibraryClientTests",
-            dependencies: ["LibraryClient", "LibraryModel", "PostgreSQL", "TestSupport"],
+            dependencies: [
+                "LibraryClient", "LibraryModel", "PostgreSQL", "TestSupport",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
+            ],
+            exclude: ["GeneratedClient/openapi-generator-config.yaml"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
