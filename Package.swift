@@ -34,7 +34,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         // Only for the test of a client generated from openapi.yaml (Tests/LibraryClientTests/GeneratedClient).
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
-        .package(url: "https://github.com/swift-server/swift-openapi-async-http-client", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         // System SQLite through its C API (Debian: libsqlite3-dev).
@@ -156,7 +156,10 @@ let package = Package(
             dependencies: [
                 "LibraryClient", "LibraryModel", "PostgreSQL", "TestSupport",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
-                .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             exclude: ["GeneratedClient/openapi-generator-config.yaml"],
             swiftSettings: swiftSettings

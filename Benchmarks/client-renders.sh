@@ -19,11 +19,8 @@ cleanup() {
     rm -rf "$WORK"
 }
 trap cleanup EXIT
-mkfifo "$WORK/ready"
-"$BIN/library-server" --port 0 --database "$WORK/bench.sqlite" --log-level warning >"$WORK/ready" 2>"$WORK/server.log" &
-SERVER_PID=$!
-read -r -t 20 line <"$WORK/ready"
-URL=${line#listening on }
+source "$ROOT/scripts/lib/server.sh"
+start_library_server "$BIN/library-server" "$WORK/bench.sqlite" "$WORK"
 OUT="$ROOT/Benchmarks/results/client-renders.json"
 "$BIN/client-renders" "$URL" --out "$WORK/result.json" "$@"
 python3 - "$WORK/result.json" "$OUT" <<'PY'

@@ -18,11 +18,9 @@ cleanup() {
     rm -rf "$WORK"
 }
 trap cleanup EXIT
-mkfifo "$WORK/ready"
-"$BIN/library-server" --port 0 --database "$WORK/watch.sqlite" --log-level warning >"$WORK/ready" 2>"$WORK/server.log" &
-SERVER_PID=$!
-read -r -t 20 line <"$WORK/ready"
-B=${line#listening on }
+source "$ROOT/scripts/lib/server.sh"
+start_library_server "$BIN/library-server" "$WORK/watch.sqlite" "$WORK"
+B=$URL
 J='Content-Type: application/json'
 id() { python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])'; }
 LIB=$(curl -sf -X POST "$B/libraries" -H "$J" -d '{"name":"Central"}' | id)

@@ -96,32 +96,28 @@ public final class LibraryClient {
     /// The book, live for as long as it is held. Fetched (`GET /books/{id}`) unless a complete
     /// model of it is already held.
     public func book(id: UUID) async throws(LibraryClientError) -> Book {
-        if let book = books[id]?.value, book.storage.isComplete, !book.storage.wasDeleted { return book }
         let book = bookModel(id)
-        let stamps = book.storage.streamStamps
-        let answer = try await send(.GET, "/books/" + id.lowercased)
-        guard answer.status == 200, let json = answer.json?.object else {
-            if answer.status == 404 { book.storage.markDeleted() }
-            throw answer.error
-        }
-        book.storage.applyFromAnswer(json, since: stamps)
+        try await load(book.storage, path: "/books/" + id.lowercased)
         return book
     }
 
     /// The library, live for as long as it is held; its `books` arrive over the stream once read.
     public func library(id: UUID) async throws(LibraryClientError) -> Library {
-        if let library = libraries[id]?.value, library.storage.isComplete, !library.storage.wasDeleted {
-            return library
-        }
         let library = libraryModel(id)
-        let stamps = library.storage.streamStamps
-        let answer = try await send(.GET, "/libraries/" + id.lowercased)
+        try await load(library.storage, path: "/libraries/" + id.lowercased)
+        return library
+    }
+
+    /// Fills a model from `GET path` unless it already holds every field; a 404 marks it deleted.
+    private func load<Field>(_ storage: ModelStorage<Field>, path: String) async throws(LibraryClientError) {
+        guard !storage.isComplete || storage.wasDeleted else { return }
+        let stamps = storage.streamStamps
+        let answer = try await send(.GET, path)
         guard answer.status == 200, let json = answer.json?.object else {
-            if answer.status == 404 { library.storage.markDeleted() }
+            if answer.status == 404 { storage.markDeleted() }
             throw answer.error
         }
-        library.storage.applyFromAnswer(json, since: stamps)
-        return library
+        storage.applyFromAnswer(json, since: stamps)
     }
 
     /// A live query of books (`GET /books/events` with these filters): its `items` enter and leave

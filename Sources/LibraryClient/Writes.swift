@@ -9,10 +9,9 @@ extension LibraryClient {
         let scratch = Library(id: UUID(), client: nil)
         var changes = Changes(model: scratch, storage: scratch.storage)
         fill(&changes)
-        let answer = try await create("/libraries", changes)
-        guard let id = answer.json?["id"]?.string.flatMap(UUID.init(uuidString:)) else { throw answer.error }
+        let (id, json) = try await create("/libraries", changes)
         let library = libraryModel(id)
-        library.storage.applyFromAnswer(answer.json?.object ?? [:], since: library.storage.streamStamps)
+        library.storage.applyFromAnswer(json, since: library.storage.streamStamps)
         return library
     }
 
@@ -21,10 +20,9 @@ extension LibraryClient {
         let scratch = Book(id: UUID(), client: nil)
         var changes = Changes(model: scratch, storage: scratch.storage)
         fill(&changes)
-        let answer = try await create("/books", changes)
-        guard let id = answer.json?["id"]?.string.flatMap(UUID.init(uuidString:)) else { throw answer.error }
+        let (id, json) = try await create("/books", changes)
         let book = bookModel(id)
-        book.storage.applyFromAnswer(answer.json?.object ?? [:], since: book.storage.streamStamps)
+        book.storage.applyFromAnswer(json, since: book.storage.streamStamps)
         return book
     }
 
@@ -64,7 +62,9 @@ extension LibraryClient {
 
     /// A `POST` with an `Idempotency-Key`: sent again with the same key when no answer came, so a
     /// lost answer never creates a second resource.
-    private func create<Model>(_ path: String, _ changes: Changes<Model>) async throws(LibraryClientError) -> Answer {
+    private func create<Model>(_ path: String, _ changes: Changes<Model>) async throws(LibraryClientError) -> (
+        UUID, [String: JSON]
+    ) {
         guard changes.readOnly.isEmpty else { throw Self.readOnlyError(changes.readOnly) }
         let body = JSON.object(Dictionary(uniqueKeysWithValues: changes.values.map { ($0.rawValue, JSON($1)) }))
         let key = UUID().uuidString.lowercased()
@@ -73,8 +73,10 @@ extension LibraryClient {
             attempt += 1
             do throws(LibraryClientError) {
                 let answer = try await send(.POST, path, json: body, headers: [("Idempotency-Key", key)])
-                guard answer.status == 201 else { throw answer.error }
-                return answer
+                guard answer.status == 201, let json = answer.json?.object,
+                    let id = json["id"]?.string.flatMap(UUID.init(uuidString:))
+                else { throw answer.error }
+                return (id, json)
             } catch .transport(let reason) {
                 guard attempt < 4 else { throw .transport(reason) }
                 try? await Task.sleep(for: .milliseconds(100 << attempt))

@@ -6,28 +6,14 @@ import Testing
 @Suite struct ServerProcessTests {
     /// `library-server` running in a child process on a free port.
     final class ServerProcess {
-        let process = Process()
+        let process: Process
         let port: Int
         private let errors = Pipe()
 
         init(_ arguments: [String]) throws {
-            process.executableURL = CommandLineTests.binary
             // TestConnection sends `Host: test`.
-            process.arguments = ["--port", "0", "--allowed-hosts", "test"] + arguments
-            process.environment = [:]
-            let out = Pipe()
-            process.standardOutput = out
-            process.standardError = errors
-            try process.run()
-            var line = ""
-            while !line.hasSuffix("\n") {
-                let byte = out.fileHandleForReading.readData(ofLength: 1)
-                guard !byte.isEmpty else { break }
-                line += String(decoding: byte, as: UTF8.self)
-            }
-            guard let port = Int(line.split(separator: ":").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "")
-            else { throw TestError("no ready line: \(line)") }
-            self.port = port
+            (process, port) = try launchServer(
+                CommandLineTests.binary, ["--port", "0", "--allowed-hosts", "test"] + arguments, standardError: errors)
         }
 
         deinit { if process.isRunning { process.terminate() } }

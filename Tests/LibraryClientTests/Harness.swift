@@ -45,28 +45,11 @@ final class ServerProcess {
 
     /// Starts the server (again on the same port, after a `stop`).
     func start() throws {
-        let process = Process()
-        process.executableURL = Self.binary
-        process.arguments =
-            [
-                "--port", String(port), "--database", database, "--log-level", "error", "--allowed-hosts",
-                "127.0.0.1,localhost,test",
-            ] + arguments
-        process.environment = [:]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var line = ""
-        while !line.hasSuffix("\n") {
-            let byte = out.fileHandleForReading.readData(ofLength: 1)
-            guard !byte.isEmpty else { break }
-            line += String(decoding: byte, as: UTF8.self)
-        }
-        guard let port = Int(line.split(separator: ":").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "")
-        else { throw ProxyError("no ready line: \(line)") }
-        self.port = port
-        self.process = process
+        let arguments = ["--port", String(port), "--database", database, "--log-level", "error"]
+        let launched = try launchServer(
+            Self.binary, arguments + ["--allowed-hosts", "127.0.0.1,localhost,test"] + self.arguments)
+        process = launched.process
+        port = launched.port
     }
 
     /// SIGTERM, and waits for the exit.

@@ -140,11 +140,36 @@ import Testing
         #expect(await client.settled())
 
         server.stop()
+        // The connection state says so while the server is away, with the next attempt.
+        #expect(
+            await eventually {
+                if case .offline(let next, _) = client.connection { return next > Date() - 1 }
+                return false
+            })
         try server.start()
         proxy.retarget(server.port)
         // Written before the client is back: only the resume can bring it.
         try REST(port: server.port).patchBook(id, #"{"title":"After"}"#)
         #expect(await eventually(.seconds(15)) { view.value == "After" })
+        #expect(client.connection == .live)
+    }
+
+    @Test func `a resume older than the server's history gets fresh state`() async throws {
+        let short = try ServerProcess(["--history", "3"])
+        let shortProxy = try TCPProxy(upstreamPort: short.port)
+        let shortREST = REST(port: short.port)
+        let client = LibraryClient(baseURL: URL(string: "http://127.0.0.1:\(shortProxy.port)")!)
+        let library = try shortREST.createLibrary()
+        let id = try shortREST.createBook(library, "Before")
+        let book = try await client.book(id: id)
+        let view = RenderedView { book.title }
+        #expect(await client.settled())
+
+        shortProxy.cutAll()
+        for index in 0..<10 { try shortREST.patchBook(id, #"{"title":"Change \#(index)"}"#) }
+        #expect(await eventually(.seconds(15)) { view.value == "Change 9" })
+        // It asked to resume; the server, past its history, sent the watch a snapshot instead.
+        #expect(shortProxy.sentText.contains(#""resume""#))
         #expect(client.connection == .live)
     }
 

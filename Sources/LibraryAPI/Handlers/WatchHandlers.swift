@@ -210,7 +210,7 @@ struct PostedWatches {
     var resume: [String]?
 
     init(_ request: HTTPRequest) throws(APIError) {
-        let members = try Self.object(request)
+        let members = try RequestBody.members(of: request)
         var errors: [FieldError] = []
         var watchesSeen = false
         for (key, value) in members {
@@ -254,21 +254,6 @@ struct PostedWatches {
         guard errors.isEmpty else { throw .invalid(errors) }
     }
 
-    /// The body's members: it must be a JSON object (415, 400 and 422 otherwise).
-    static func object(_ request: HTTPRequest) throws(APIError) -> [(key: String, value: JSONValue)] {
-        try RequestBody.checkMediaType(of: request)
-        let value: JSONValue
-        do {
-            value = try JSONParser.parse(request.body)
-        } catch {
-            throw .badRequest("The body is not valid JSON: \(error.message) at byte \(error.offset).")
-        }
-        guard case .object(let members) = value else {
-            throw .invalid([FieldError("", "the body must be a JSON object, not \(value.typeName)")])
-        }
-        return members
-    }
-
     static func strings(_ value: JSONValue) -> [String]? {
         guard case .array(let items) = value else { return nil }
         var strings: [String] = []
@@ -287,7 +272,7 @@ struct WatchChanges {
     var remove: [String] = []
 
     init(_ request: HTTPRequest) throws(APIError) {
-        let members = try PostedWatches.object(request)
+        let members = try RequestBody.members(of: request)
         var errors: [FieldError] = []
         for (key, value) in members {
             switch key {

@@ -13,18 +13,7 @@ struct RequestBody {
     /// A body without `Content-Type` is refused too: a web page can send one cross-origin without
     /// a preflight (a `no-cors` fetch or a form), but it cannot send `application/json`.
     init(_ request: HTTPRequest, writable: [String], readOnly: [String]) throws(APIError) {
-        try Self.checkMediaType(of: request)
-        guard !request.body.isEmpty else { throw .badRequest("The request needs a JSON object body.") }
-        let value: JSONValue
-        do {
-            value = try JSONParser.parse(request.body)
-        } catch {
-            throw .badRequest("The body is not valid JSON: \(error.message) at byte \(error.offset).")
-        }
-        guard case .object(let pairs) = value else {
-            throw .invalid([FieldError("", "the body must be a JSON object, not \(value.typeName)")])
-        }
-        for (key, value) in pairs {
+        for (key, value) in try Self.members(of: request) {
             if writable.contains(key) {
                 members[key] = value
             } else if !readOnly.contains(key) {
@@ -33,6 +22,23 @@ struct RequestBody {
                 errors.append(FieldError(name, "is not a field of this resource"))
             }
         }
+    }
+
+    /// The members of a JSON object body: 415 for another media type, 400 for no body or one
+    /// that is not JSON, 422 for JSON that is not an object.
+    static func members(of request: HTTPRequest) throws(APIError) -> [(key: String, value: JSONValue)] {
+        try checkMediaType(of: request)
+        guard !request.body.isEmpty else { throw .badRequest("The request needs a JSON object body.") }
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(request.body)
+        } catch {
+            throw .badRequest("The body is not valid JSON: \(error.message) at byte \(error.offset).")
+        }
+        guard case .object(let members) = value else {
+            throw .invalid([FieldError("", "the body must be a JSON object, not \(value.typeName)")])
+        }
+        return members
     }
 
     /// A body must be JSON (415 otherwise); a header, so it is checked before the body is read.
