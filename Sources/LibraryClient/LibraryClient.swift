@@ -45,6 +45,8 @@ public final class LibraryClient {
     /// Models' deinits report here, so that demand that ended reaches the stream.
     @ObservationIgnored nonisolated let releases: AsyncStream<Void>.Continuation
     @ObservationIgnored private var releaseTask: Task<Void, Never>?
+    /// The stream's task, for the deinit (which is not on the main actor) to cancel.
+    @ObservationIgnored nonisolated let lifetime = StreamLifetime()
 
     /// How long demand changes gather before the stream moves to the new watch set.
     @ObservationIgnored public var demandBatching: Duration = .milliseconds(5)
@@ -80,6 +82,12 @@ public final class LibraryClient {
         }
     }
 
+    /// A client let go of ends its stream: the stream's tasks hold it weakly.
+    deinit {
+        releases.finish()
+        lifetime.cancel()
+    }
+
     /// Ends the stream and forgets every model's demand; models keep their last values.
     public func close() {
         live.closed = true
@@ -111,13 +119,7 @@ public final class LibraryClient {
     /// Fills a model from `GET path` unless it already holds every field; a 404 marks it deleted.
     private func load<Field>(_ storage: ModelStorage<Field>, path: String) async throws(LibraryClientError) {
         guard !storage.isComplete || storage.wasDeleted else { return }
-        let stamps = storage.streamStamps
-        let answer = try await send(.GET, path)
-        guard answer.status == 200, let json = answer.json?.object else {
-            if answer.status == 404 { storage.markDeleted() }
-            throw answer.error
-        }
-        storage.applyFromAnswer(json, since: stamps)
+        try await refresh(storage, path: path)
     }
 
     /// A live query of books (`GET /books/events` with these filters): its `items` enter and leave
@@ -152,7 +154,21 @@ public final class LibraryClient {
     }
 }
 
-/// A weak reference, for the identity map.
+/// The task of a client's stream, cancelled from the client's deinit.
+final class StreamLifetime: @unchecked Sendable {
+    private let lock = NSLock()
+    private var task: Task<Void, Never>?
+
+    func hold(_ task: Task<Void, Never>?) {
+        lock.withLock { self.task = task }
+    }
+
+    func cancel() {
+        lock.withLock { task }?.cancel()
+    }
+}
+
+/// A weak reference, for the identity map and the stream's tasks.
 struct WeakBox<Object: AnyObject> {
     weak var value: Object?
     init(_ value: Object) { self.value = value }

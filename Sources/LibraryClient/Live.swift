@@ -163,29 +163,49 @@ extension LibraryClient {
             body["lastEventId"] = .string(String(seq))
             body["resume"] = .array(resumed.sorted().map(JSON.string))
         }
-        live.streamTask = Task { await run(generation, body: .object(body)) }
-    }
-
-    private func run(_ generation: Int, body: JSON) async {
         var request = HTTPClientRequest(url: base + "/events")
         request.method = .POST
         if let token = readToken ?? apiToken { request.headers.add(name: "Authorization", value: "Bearer " + token) }
         request.headers.add(name: "Accept", value: "text/event-stream")
         request.headers.add(name: "Content-Type", value: "application/json")
-        request.body = .bytes(ByteBuffer(bytes: body.encoded))
+        request.body = .bytes(ByteBuffer(bytes: JSON.object(body).encoded))
+        let client = WeakBox(self)
+        let http = self.http
+        live.streamTask = Task { await Self.run(client, generation, request, http) }
+        lifetime.hold(live.streamTask)
+    }
+
+    /// One stream, from its request to its end. Holds the client weakly, so that a client the app
+    /// let go of stops (its deinit cancels this task).
+    private static func run(
+        _ client: WeakBox<LibraryClient>, _ generation: Int, _ request: HTTPClientRequest, _ http: HTTPClient
+    ) async {
         let response: HTTPClientResponse
         do {
             response = try await http.execute(request, timeout: .seconds(30))
         } catch {
-            return failed(generation, "no answer: \(error)")
+            client.value?.failed(generation, "no answer: \(error)")
+            return
         }
-        guard generation == live.generation else { return }
         guard response.status == .ok else {
             let bytes = (try? await response.body.collect(upTo: 1 << 20)).map { Array($0.readableBytesView) } ?? []
             let answer = Answer(
                 status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: bytes)
-            return refused(generation, answer)
+            client.value?.refused(generation, answer)
+            return
         }
+        guard let items = client.value?.opened(generation, response) else { return }
+        for await item in items {
+            guard let client = client.value, generation == client.live.generation else { break }
+            client.apply(item)
+        }
+        client.value?.failed(generation, "the stream ended")
+    }
+
+    /// The stream's head arrived: its id, the live state, and a reader of its body off the main
+    /// actor; nil when the stream was replaced meanwhile.
+    private func opened(_ generation: Int, _ response: HTTPClientResponse) -> AsyncStream<StreamItem>? {
+        guard generation == live.generation else { return nil }
         live.lastActivity = .now
         live.streamID = response.headers.first(name: "Stream-Id")
         if live.reconcileAgain {
@@ -199,27 +219,16 @@ extension LibraryClient {
         }
         let (items, sink) = AsyncStream<StreamItem>.makeStream()
         let reader = Task.detached { await Self.read(response.body, into: sink) }
-        let watchdog = Task { [weak self] in
+        // The reader stops when the stream's task is cancelled or the items are no longer read.
+        sink.onTermination = { _ in reader.cancel() }
+        Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
-                guard let self, generation == self.live.generation else { return }
-                if ContinuousClock.now - self.live.lastActivity > self.silenceTimeout {
-                    reader.cancel()
-                    return
-                }
+                guard let self, generation == self.live.generation else { return reader.cancel() }
+                if ContinuousClock.now - self.live.lastActivity > self.silenceTimeout { return reader.cancel() }
             }
         }
-        await withTaskCancellationHandler {
-            for await item in items {
-                guard generation == live.generation else { break }
-                apply(item)
-            }
-        } onCancel: {
-            reader.cancel()
-        }
-        watchdog.cancel()
-        reader.cancel()
-        failed(generation, "the stream ended")
+        return items
     }
 
     /// Reads the body off the main actor: SSE framing and JSON decoding happen here.
@@ -254,7 +263,7 @@ extension LibraryClient {
         sink.finish()
     }
 
-    private func apply(_ item: StreamItem) {
+    func apply(_ item: StreamItem) {
         live.lastActivity = .now
         switch item {
         case .activity(let bytes): live.bytesReceived += bytes
@@ -333,25 +342,25 @@ extension LibraryClient {
         live.changing = true
         live.watchChanges += 1
         let body = JSON.object(["add": .array(added.map(JSON.string)), "remove": .array(removed.map(JSON.string))])
-        Task {
-            let answer = try? await send(.POST, "/events/" + streamID, json: body, read: true)
-            guard generation == live.generation else { return }
-            live.changing = false
+        Task { [weak self] in
+            let answer = try? await self?.send(.POST, "/events/" + streamID, json: body, read: true)
+            guard let self, generation == self.live.generation else { return }
+            self.live.changing = false
             guard answer?.status == 204 else {
                 // The stream is unknown here or the change was refused: a new stream carries the
                 // demand (kept watches resume there, new ones get their snapshot).
-                return open(desiredWatches())
+                return self.open(self.desiredWatches())
             }
-            if live.reconcileAgain {
-                live.reconcileAgain = false
-                reconcile()
+            if self.live.reconcileAgain {
+                self.live.reconcileAgain = false
+                self.reconcile()
             }
         }
     }
 
     /// The server refused the stream: a watch of a resource that is gone (404) marks its model
     /// deleted and the stream opens again without it at once; anything else backs off.
-    private func refused(_ generation: Int, _ answer: Answer) {
+    func refused(_ generation: Int, _ answer: Answer) {
         if answer.status == 404, let watch = Self.watchNamed(in: answer.error.detail),
             let target = live.watches[watch]
         {
@@ -377,7 +386,7 @@ extension LibraryClient {
     }
 
     /// The stream is gone: the next attempt after the backoff, with jitter.
-    private func failed(_ generation: Int, _ reason: String, after serverDelay: Duration? = nil) {
+    func failed(_ generation: Int, _ reason: String, after serverDelay: Duration? = nil) {
         guard generation == live.generation, !live.closed else { return }
         live.generation += 1
         live.streamTask = nil
@@ -391,13 +400,14 @@ extension LibraryClient {
         let attempt = live.generation
         connection = .offline(nextAttempt: Date() + delay.timeInterval, reason: reason)
         live.backingOff = true
-        live.streamTask = Task {
+        live.streamTask = Task { [weak self] in
             try? await Task.sleep(for: delay)
-            guard attempt == live.generation, !live.closed else { return }
-            live.streamTask = nil
-            live.backingOff = false
-            reconcile()
+            guard let self, attempt == self.live.generation, !self.live.closed else { return }
+            self.live.streamTask = nil
+            self.live.backingOff = false
+            self.reconcile()
         }
+        lifetime.hold(live.streamTask)
     }
 
     // MARK: For tests and tools

@@ -10,6 +10,13 @@ public protocol LiveModel: AnyObject, Observable, Identifiable where ID == UUID 
     nonisolated var id: UUID { get }
 }
 
+/// What the client needs of its own models: their storage, and a way to make one.
+@MainActor
+protocol StoredModel: LiveModel {
+    var storage: ModelStorage<Field> { get }
+    init(id: UUID, client: LibraryClient?)
+}
+
 /// A book, live: each property shows the server's value and changes when the server's does.
 ///
 /// Reading a property (in a SwiftUI `body`, or in any `withObservationTracking` scope) is what
@@ -17,7 +24,7 @@ public protocol LiveModel: AnyObject, Observable, Identifiable where ID == UUID 
 /// one `/events` stream. A field nobody reads is never sent. One instance per id per client.
 /// Main-actor isolated, as views are: the client applies every change on the main actor.
 @MainActor
-public final class Book: LiveModel, Hashable {
+public final class Book: LiveModel, StoredModel, Hashable {
     public typealias Field = BookField
     public nonisolated let id: UUID
     let storage: ModelStorage<BookField>
@@ -55,7 +62,7 @@ public final class Book: LiveModel, Hashable {
 
 /// A library, live, with its books (`books` is the live membership, in the server's order).
 @MainActor
-public final class Library: LiveModel, Hashable {
+public final class Library: LiveModel, StoredModel, Hashable {
     public typealias Field = LibraryField
     public nonisolated let id: UUID
     let storage: ModelStorage<LibraryField>

@@ -6,24 +6,12 @@ import NIOHTTP1
 extension LibraryClient {
     /// Creates a library: `try await client.createLibrary { $0.name = "Central" }`.
     public func createLibrary(_ fill: (inout Changes<Library>) -> Void) async throws(LibraryClientError) -> Library {
-        let scratch = Library(id: UUID(), client: nil)
-        var changes = Changes(model: scratch, storage: scratch.storage)
-        fill(&changes)
-        let (id, json) = try await create("/libraries", changes)
-        let library = libraryModel(id)
-        library.storage.applyFromAnswer(json, since: library.storage.streamStamps)
-        return library
+        try await create("/libraries", fill, model: libraryModel)
     }
 
     /// Creates a book: `try await client.createBook { $0.libraryId = id; $0.title = "Dune" }`.
     public func createBook(_ fill: (inout Changes<Book>) -> Void) async throws(LibraryClientError) -> Book {
-        let scratch = Book(id: UUID(), client: nil)
-        var changes = Changes(model: scratch, storage: scratch.storage)
-        fill(&changes)
-        let (id, json) = try await create("/books", changes)
-        let book = bookModel(id)
-        book.storage.applyFromAnswer(json, since: book.storage.streamStamps)
-        return book
+        try await create("/books", fill, model: bookModel)
     }
 
     /// Changes a book: `try await client.update(book) { $0.title = "Dune" }`. See `update(_:_:)` for libraries.
@@ -60,9 +48,22 @@ extension LibraryClient {
 
     // MARK: Shared
 
-    /// A `POST` with an `Idempotency-Key`: sent again with the same key when no answer came, so a
-    /// lost answer never creates a second resource.
-    private func create<Model>(_ path: String, _ changes: Changes<Model>) async throws(LibraryClientError) -> (
+    /// A `POST` of the fields `fill` sets on a scratch model, with an `Idempotency-Key`: sent again
+    /// with the same key when no answer came, so a lost answer never creates a second resource.
+    /// The answer fills the identity map's model of the new id.
+    private func create<Model: StoredModel>(
+        _ path: String, _ fill: (inout Changes<Model>) -> Void, model: (UUID) -> Model
+    ) async throws(LibraryClientError) -> Model {
+        let scratch = Model(id: UUID(), client: nil)
+        var changes = Changes(model: scratch, storage: scratch.storage)
+        fill(&changes)
+        let (id, json) = try await post(path, changes)
+        let created = model(id)
+        created.storage.applyFromAnswer(json, since: created.storage.streamStamps)
+        return created
+    }
+
+    private func post<Model>(_ path: String, _ changes: Changes<Model>) async throws(LibraryClientError) -> (
         UUID, [String: JSON]
     ) {
         guard changes.readOnly.isEmpty else { throw Self.readOnlyError(changes.readOnly) }
@@ -135,7 +136,7 @@ extension LibraryClient {
 
     /// Reads the resource again into its model; its state as the server sent it.
     @discardableResult
-    private func refresh<Field>(_ storage: ModelStorage<Field>, path: String) async throws(LibraryClientError)
+    func refresh<Field>(_ storage: ModelStorage<Field>, path: String) async throws(LibraryClientError)
         -> ResourceState
     {
         let stamps = storage.streamStamps
