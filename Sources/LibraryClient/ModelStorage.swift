@@ -150,9 +150,9 @@ final class Membership: Observable {
     private let registrar = ObservationRegistrar()
     weak var client: LibraryClient?
     private(set) var members: [Book] = []
+    /// The members' ids, so that a change costs work for what it names, not for every member.
+    private var ids: Set<UUID> = []
     private(set) var demanded = false
-    /// Whether the server has sent the membership since demand began.
-    private(set) var loaded = false
 
     init(client: LibraryClient?) { self.client = client }
 
@@ -165,19 +165,27 @@ final class Membership: Observable {
         return members
     }
 
+    /// A snapshot: the members as the server lists them (models are one per id, so `===` compares).
     func replace(with books: [Book]) {
-        loaded = true
-        guard books.map(\.id) != members.map(\.id) else { return }
-        registrar.withMutation(of: self, keyPath: \.members) { members = books }
+        guard !books.elementsEqual(members, by: ===) else { return }
+        registrar.withMutation(of: self, keyPath: \.members) {
+            members = books
+            ids = Set(books.map(\.id))
+        }
     }
 
     /// A change: members removed, then added at the end (the server's order for new members).
+    /// Nothing is observed to change unless a removed id was a member or an added one was not.
     func apply(added: [Book], removed: Set<UUID>) {
-        guard !added.isEmpty || !removed.isEmpty else { return }
-        var next = removed.isEmpty ? members : members.filter { !removed.contains($0.id) }
-        let present = Set(next.map(\.id))
-        next.append(contentsOf: added.filter { !present.contains($0.id) })
-        guard next.map(\.id) != members.map(\.id) else { return }
-        registrar.withMutation(of: self, keyPath: \.members) { members = next }
+        let leaving = removed.intersection(ids)
+        var arriving: [Book] = []
+        var seen = ids.subtracting(leaving)
+        for book in added where seen.insert(book.id).inserted { arriving.append(book) }
+        guard !leaving.isEmpty || !arriving.isEmpty else { return }
+        registrar.withMutation(of: self, keyPath: \.members) {
+            if !leaving.isEmpty { members.removeAll { leaving.contains($0.id) } }
+            members.append(contentsOf: arriving)
+            ids = seen
+        }
     }
 }
