@@ -6,7 +6,7 @@
 One run, everything on 127.0.0.1, stopping by itself:
 
 1. a throwaway PostgreSQL cluster (the steps of scripts/lib/postgres.sh: initdb and pg_ctl, as the
-   `postgres` user when run as root; trust authentication, fsync off), removed at the end whatever
+   `postgres` user when run as root; trust authentication, fsync as --fsync says), removed at the end whatever
    happens;
 2. library-server started once on it (`--database postgres://...`), which creates the schema
    (Migrations/postgres), then stopped; `--schema migrations` applies Migrations/postgres/*.sql
@@ -22,6 +22,14 @@ One run, everything on 127.0.0.1, stopping by itself:
 
 It prints a markdown table (medians over the rounds): req/s, p50 and p99 latency, the server's
 CPU per request, and ours / comparator; then each server's RSS before and after the runs.
+
+`--replica-writes 1,2,3` measures instead what replicas write together: that many library-server
+replicas on the one database, and per round, for each count K (in turn, the order rotating every
+round), `wrk` PATCHes through K of them at once, the same total connections split between them.
+It prints the combined req/s and p99 for each K, and K ÷ 1.
+
+`--fsync on` (the default) keeps PostgreSQL's fsync and synchronous_commit as a real deployment
+has them; `--fsync off` measures without the disk.
 
 Build first (one build at a time on this machine):
     swift build -c release --product library-server
@@ -94,7 +102,7 @@ def free_port():
 class Cluster:
     """A throwaway PostgreSQL cluster, as scripts/lib/postgres.sh starts one."""
 
-    def __init__(self):
+    def __init__(self, fsync=True):
         versions = sorted(
             (d for d in os.listdir("/usr/lib/postgresql") if os.path.exists("/usr/lib/postgresql/%s/bin/initdb" % d)),
             key=lambda v: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", v)],
@@ -121,8 +129,8 @@ class Cluster:
         )
         if result.returncode != 0:
             raise RuntimeError("initdb failed: %s%s" % (result.stdout, result.stderr))
-        options = "-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c max_connections=200" % (
-            self.port, self.dir)
+        options = "-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=%s -c max_connections=200" % (
+            self.port, self.dir, "on" if fsync else "off")
         result = subprocess.run(
             self.run_as + [self.bin + "/pg_ctl", "-D", self.data, "-l", os.path.join(self.dir, "server.log"),
                            "-w", "-t", "30", "-o", options, "start"],
@@ -299,11 +307,12 @@ def seed(db, books, libraries):
 # ---------------------------------------------------------------------------------------------
 # Measurement
 
-def wrk(port, workload, seconds, args):
+def wrk(port, workload, seconds, args, threads=None, connections=None):
     environment = dict(os.environ, BENCH_LUA=os.path.join(HERE, "wrk"), BOOKS=str(args.books),
                        LIBRARIES=str(args.libraries))
     command = [
-        "wrk", "-t%d" % args.threads, "-c%d" % args.connections, "-d%ds" % seconds, "--timeout", "5s",
+        "wrk", "-t%d" % (threads or args.threads), "-c%d" % (connections or args.connections), "-d%ds" % seconds,
+        "--timeout", "5s",
         "-H", "Host: 127.0.0.1",
         "-s", os.path.join(HERE, "wrk", workload + ".lua"), "http://127.0.0.1:%d" % port,
     ]
@@ -357,8 +366,8 @@ def check_same_answers(servers, args):
 def markdown(results, rss, args, names):
     ours, theirs = names
     lines = [
-        "PostgreSQL, %d books, `wrk -t%d -c%d`, %d s per run after %d s of warm-up, %d round(s)%s."
-        % (args.books, args.threads, args.connections, args.seconds, args.warmup, args.rounds,
+        "PostgreSQL (fsync %s), %d books, `wrk -t%d -c%d`, %d s per run after %d s of warm-up, %d round(s)%s."
+        % (args.fsync, args.books, args.threads, args.connections, args.seconds, args.warmup, args.rounds,
            ", medians" if args.rounds > 1 else ""),
         "",
         "| workload | req/s ours | req/s comparator | ours ÷ comparator | p50 ours / comp. (ms) "
@@ -387,6 +396,52 @@ def markdown(results, rss, args, names):
     return "\n".join(lines)
 
 
+def replica_writes(args, counts):
+    """PATCH through K replicas at once for each K in `counts`: the combined write rate."""
+    replicas = [Server("replica%d" % (n + 1), [args.server, "--port", "0", "--database", cluster.url],
+                       keep_errors=False) for n in range(max(counts))]
+    results = {count: [] for count in counts}
+    for round_index in range(args.rounds):
+        order = counts[round_index % len(counts):] + counts[:round_index % len(counts)]
+        for count in order:
+            cluster.psql("VACUUM books")
+            split = [args.connections // count + (1 if n < args.connections % count else 0) for n in range(count)]
+            runs = [None] * count
+
+            def run(n, seconds):
+                runs[n] = wrk(replicas[n].port, "patch", seconds, args, threads=1, connections=split[n])
+
+            for seconds in ([args.warmup] if args.warmup > 0 else []) + [args.seconds]:
+                threads = [threading.Thread(target=run, args=(n, seconds)) for n in range(count)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+            if any(r is None or r["non2xx"] or r["socket_errors"] for r in runs):
+                raise RuntimeError("replica writes through %d: %r" % (count, runs))
+            combined = {"rps": sum(r["rps"] for r in runs), "p99_us": max(r["p99_us"] for r in runs)}
+            results[count].append(combined)
+            log("round %d  PATCH through %d replica(s) (%s connections): %8.0f req/s combined, p99 %6.2f ms"
+                % (round_index + 1, count, "+".join(map(str, split)), combined["rps"], combined["p99_us"] / 1000))
+    for replica in replicas:
+        replica.stop()
+    base = statistics.median(r["rps"] for r in results[counts[0]])
+    lines = [
+        "PostgreSQL (fsync %s), %d books, PATCH /books/{id} through K replicas at once, `wrk -c%d` split "
+        "between them, %d s per run, %d round(s)%s."
+        % ("on" if args.fsync == "on" else "off", args.books, args.connections, args.seconds, args.rounds,
+           ", medians" if args.rounds > 1 else ""),
+        "",
+        "| replicas | combined req/s | p99 (ms) | ÷ %d replica |" % counts[0],
+        "|---:|---:|---:|---:|",
+    ]
+    for count in counts:
+        rps = statistics.median(r["rps"] for r in results[count])
+        p99 = statistics.median(r["p99_us"] for r in results[count]) / 1000
+        lines.append("| %d | %.0f | %.2f | %.2f |" % (count, rps, p99, rps / base if base else float("nan")))
+    return "\n".join(lines)
+
+
 def main():
     global cluster
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -404,6 +459,10 @@ def main():
                         help="the comparator's PostgresClient maximumConnections (default: PostgresNIO's, 20)")
     parser.add_argument("--schema", choices=("server", "migrations"), default="server",
                         help="who creates the schema: library-server (default) or psql from Migrations/postgres")
+    parser.add_argument("--fsync", choices=("on", "off"), default="on",
+                        help="PostgreSQL's fsync (default on, as deployed)")
+    parser.add_argument("--replica-writes", metavar="K,K,...",
+                        help="measure PATCH through K replicas at once instead (e.g. 1,2,3)")
     parser.add_argument("--comparator-only", action="store_true",
                         help="measure the comparator alone (to test it before library-server speaks PostgreSQL)")
     args = parser.parse_args()
@@ -411,7 +470,12 @@ def main():
     for workload in workloads:
         if workload not in WORKLOADS:
             parser.error("unknown workload %s" % workload)
+    counts = [int(k) for k in args.replica_writes.split(",")] if args.replica_writes else []
+    if any(k < 1 for k in counts):
+        parser.error("--replica-writes takes counts of 1 or more")
     binaries = [args.comparator] if args.comparator_only else [args.server, args.comparator]
+    if counts:
+        binaries = [args.server]
     for binary in binaries:
         if not os.access(binary, os.X_OK):
             raise SystemExit("%s is missing: build it first (see --help)" % binary)
@@ -419,13 +483,17 @@ def main():
         raise SystemExit("wrk is missing: apt-get install wrk")
 
     started = time.monotonic()
-    cluster = Cluster()
+    cluster = Cluster(fsync=args.fsync == "on")
     log("cluster: %s (%s)" % (cluster.url, cluster.dir))
     if args.comparator_only and args.schema == "server":
         args.schema = "migrations"
     create_schema(args, cluster)
     seed(cluster, args.books, args.libraries)
     log("seeded %d books in %d libraries (%.1f s)" % (args.books, args.libraries, time.monotonic() - started))
+    if counts:
+        print(replica_writes(args, counts))
+        cleanup()
+        return
 
     servers = []
     if not args.comparator_only:

@@ -8,8 +8,12 @@
 # - the randomized live test once more with LIBRARY_TEST_FEED=log, where the live engine hears
 #   every commit from the change log, as a replica hears the others' writes;
 # - the hostile-request and soak scripts on a server on PostgreSQL (a schema each);
+# - the API suite again with LIBRARY_TEST_POOLED=1: the store as behind a pooler in transaction
+#   mode (unnamed statements, no session state);
 # - scripts/replicas.sh --short: three replicas behind nginx on a cluster of their own, one killed
-#   with SIGKILL and PostgreSQL restarted mid-run.
+#   with SIGKILL and PostgreSQL restarted mid-run; then twice with --failover (a synchronous standby
+#   and pgbouncer in transaction mode; the primary killed, the standby promoted), the second time
+#   with a replica killed during the failover.
 # Then removes the cluster. Installs postgresql, libpq-dev and nginx when missing (root).
 # SOAK_SECONDS (default 60) sets the soak's length.
 #
@@ -19,6 +23,7 @@ cd "$(dirname "$0")/.."
 
 missing=()
 ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1 || missing+=(postgresql)
+command -v pgbouncer >/dev/null || [[ -x /usr/sbin/pgbouncer ]] || missing+=(pgbouncer)
 dpkg -s libpq-dev >/dev/null 2>&1 || missing+=(libpq-dev)
 if ((${#missing[@]})); then
     echo "== installing ${missing[*]}"
@@ -46,6 +51,8 @@ run() { # FILTER=… run NAME [VAR=VALUE…]: one test run, which must pass and 
 }
 FILTER=PostgreSQLTests run "libpq layer"
 FILTER=LibraryAPITests run "API suite on PostgreSQL" LIBRARY_TEST_ENGINE=postgres
+FILTER=LibraryAPITests run "API suite on PostgreSQL as behind a transaction pooler (unnamed statements)" \
+    LIBRARY_TEST_ENGINE=postgres LIBRARY_TEST_POOLED=1
 FILTER=LibraryClientTests run "Swift client against a server on PostgreSQL" LIBRARY_TEST_ENGINE=postgres
 FILTER=LiveRandomizedTests run "live engine fed from the change log" LIBRARY_TEST_ENGINE=postgres LIBRARY_TEST_FEED=log
 rm -f "$log"
@@ -56,4 +63,8 @@ echo "== soak on PostgreSQL"
 LIBRARY_TEST_ENGINE=postgres python3 scripts/soak.py "$server" --seconds "${SOAK_SECONDS:-60}"
 echo "== three replicas behind nginx, a replica killed, PostgreSQL restarted"
 LIBRARY_SERVER=$server bash scripts/replicas.sh --short
+echo "== a synchronous standby and pgbouncer: the primary killed, the standby promoted"
+LIBRARY_SERVER=$server bash scripts/replicas.sh --short --failover
+echo "== the same, with a replica killed during the failover"
+LIBRARY_SERVER=$server bash scripts/replicas.sh --short --failover --kill-during-failover
 echo "postgres-tests: passed"

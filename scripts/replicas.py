@@ -27,6 +27,15 @@ their ports and process ids. Standard library only; talks to 127.0.0.1 only. It:
      (write sent to replica A until a subscriber connected directly to replica C != A sees it),
      whose p99 must be at most --latency-target-ms.
 
+With --failover (replicas.sh --failover: a synchronous standby, pgbouncer, the replicas LISTENing on
+a multi-host URI), the request at 60 % is a failover instead: the primary killed with SIGKILL and the
+standby promoted. The same checks apply, and more: every acknowledged write is read back from the
+new primary directly (psql, --direct-database), not only through the replicas; the report gives
+the longest window in which an endpoint answered nothing but 503 (the prober's PATCHes) and the
+longest a writer kept retrying, and the time from the kill until an event of a write sent after
+it reached a subscriber. --kill-during-failover kills the replica at the moment of the failover
+instead of at 35 %.
+
 Prints `ok - ...` / `FAIL - ...` lines, a summary `replicas: N passed, M failed`; exits 1 on any
 failure (2 when its watchdog fires). Every socket operation has a timeout and every wait a bound.
 """
@@ -39,6 +48,7 @@ import random
 import signal
 import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -230,6 +240,7 @@ class World:
         self.sent = {}  # title or author token -> (send time of the acknowledged attempt, endpoint name)
         self.seen = defaultdict(list)  # title token -> [(time seen, subscriber endpoint, subscriber)]
         self.windows = []  # (start, end) monotonic: disturbed periods, left out of latency
+        self.retries = []  # (answered at, seconds since the first failed attempt, endpoint name)
 
     def record_seen(self, token, endpoint_name, subscriber):
         with self.lock:
@@ -518,13 +529,18 @@ class Writer(threading.Thread):
         the answered attempt), or (None, ...) when it gave up (its outcome unknown)."""
         deadline = time.monotonic() + WRITE_BUDGET
         attempts = 0
+        first_sent = None
         while True:
             endpoint = self.target()
             sent = time.monotonic()
+            first_sent = first_sent or sent
             response = self.client.call(endpoint, method, path, body)
             attempts += 1
             TALLY.add(f"write status:{response.status}")
             if response.status in final_ok:
+                if attempts > 1:
+                    with self.world.lock:
+                        self.world.retries.append((time.monotonic(), time.monotonic() - first_sent, endpoint.name))
                 return response, endpoint, sent
             if response.status == 404 and method == "DELETE" and attempts > 1:
                 return response, endpoint, sent  # an earlier attempt deleted it
@@ -684,6 +700,81 @@ class Prober(threading.Thread):
 # --- the run -----------------------------------------------------------------------------------------
 
 
+def check_idempotency_across(replicas, nginx, library, world):
+    """The same `Idempotency-Key` sent to every replica, one after another and then all at once:
+    every answer is the first one (same status, same book), and the library holds one book more."""
+    client = Client()
+    count = lambda: client.call(nginx, "GET", f"/libraries/{library}?fields=bookCount").body["bookCount"]
+    before = count()
+    body = {"title": "idempotent-1", "author": "once"}
+    answers = [client.call(replica, "POST", f"/libraries/{library}/books", body,
+                           headers={"Idempotency-Key": "replicas-retry-1"}) for replica in replicas]
+    results = [None] * len(replicas)
+
+    def send(index):
+        results[index] = Client().call(replicas[index], "POST", f"/libraries/{library}/books",
+                                       {"title": "idempotent-2"}, headers={"Idempotency-Key": "replicas-retry-2"})
+
+    threads = [threading.Thread(target=send, args=(index,)) for index in range(len(replicas))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(IO_TIMEOUT * 2)
+    after = count()
+    for name, group in (("one after another", answers), ("at once", results)):
+        ids = {answer.body.get("id") if isinstance(answer.body, dict) else None for answer in group}
+        statuses = {answer.status for answer in group}
+        REPORT.check(statuses == {201} and len(ids) == 1 and None not in ids,
+                     f"a POST with one Idempotency-Key sent to {len(group)} replicas {name} got the first answer "
+                     f"(statuses {sorted(statuses)}, {len(ids)} distinct book)")
+        if group and isinstance(group[0].body, dict) and "id" in group[0].body:
+            with world.lock:
+                world.books[group[0].body["id"]] = {
+                    "library": library, "title": group[0].body["title"], "author": group[0].body["author"],
+                    "deleted": False, "owner": -3, "uncertain": set()}
+    REPORT.check(after == before + 2, f"those retries created one book each ({after - before} created)")
+    client.close()
+
+
+def check_directly(args, books, names):
+    """Every acknowledged write, read back from the database itself (after a failover: the promoted
+    standby), not through a replica: a create whose row is missing, a field that is not the last
+    acknowledged value, or a row still there after an acknowledged delete is a lost write."""
+    def rows(sql):
+        done = subprocess.run([args.psql, "-X", "-q", "-At", "-F", "\t", "-d", args.direct_database, "-c", sql],
+                              capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr.strip())
+        return [line.split("\t") for line in done.stdout.splitlines()]
+    try:
+        stored = {row[0]: row[1:] for row in rows("SELECT id, title, author, library_id FROM books")}
+        stored_names = {row[0]: row[1] for row in rows("SELECT id, name FROM libraries")}
+    except (RuntimeError, subprocess.TimeoutExpired, OSError) as error:
+        REPORT.check(False, f"read the new primary directly: {error}")
+        return
+    lost = []
+    for book, info in books.items():
+        row = stored.get(book)
+        if info["deleted"]:
+            if row is not None and "deleted" not in info["uncertain"]:
+                lost.append(f"{book[:8]} deleted (acknowledged) but still stored")
+            continue
+        if row is None:
+            if "deleted" not in info["uncertain"]:
+                lost.append(f"{book[:8]} acknowledged but not stored")
+            continue
+        for field, value in zip(("title", "author", "library"), row):
+            if field not in info["uncertain"] and info[field] != value:
+                lost.append(f"{book[:8]} {field} {value!r} stored, {info[field]!r} acknowledged")
+    for library, name in names.items():
+        if name is not None and stored_names.get(library) != name:
+            lost.append(f"library {library[:8]} name {stored_names.get(library)!r} stored, {name!r} acknowledged")
+    REPORT.check(not lost, f"acknowledged writes lost, read from the new primary directly: {len(lost)} "
+                 f"({len(books)} books and {len(names)} libraries checked, {len(stored)} books stored)")
+    for line in lost[:MAX_EXAMPLES]:
+        REPORT.note(line)
+
+
 def percentile(values, fraction):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
@@ -702,6 +793,12 @@ def main():
     parser.add_argument("--short", action="store_true", help="about 20 s, for CI")
     parser.add_argument("--no-kill", action="store_true", help="kill no replica")
     parser.add_argument("--postgres-down", type=float, default=3.0, help="seconds PostgreSQL stays down")
+    parser.add_argument("--failover", action="store_true",
+                        help="SIGUSR1 asks for a failover to the standby, not a restart (replicas.sh --failover)")
+    parser.add_argument("--kill-during-failover", action="store_true",
+                        help="kill the replica when the failover starts, not at 35 %%")
+    parser.add_argument("--direct-database", help="the new primary's URI, to check acknowledged writes directly")
+    parser.add_argument("--psql", default="psql", help="psql, for --direct-database")
     parser.add_argument("--latency-target-ms", type=float, default=100.0)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
@@ -763,6 +860,10 @@ def main():
                                "owner": -1, "uncertain": set()}
     REPORT.check(True, f"seeded {LIBRARIES} libraries and {SEED_BOOKS + 1} books through nginx")
 
+    # 1b. a retried POST reaching another replica gets the first answer and creates nothing
+    if len(replicas) > 1:
+        check_idempotency_across(replicas, nginx, libraries[-1], world)
+
     # 2. subscribers on every replica and through nginx
     subscribers = []
     books = [book for book in world.books if book != probe_book]
@@ -814,13 +915,15 @@ def main():
                  + (f" (not: {stuck[:5]})" if stuck else ""))
 
     # 4a. kill -9 one replica
-    if not args.no_kill and len(replicas) > 1:
-        time.sleep(max(0.0, kill_at - time.monotonic()))
+    def kill_replica():
         killed = replicas[1]
         os.kill(killed.pid, signal.SIGKILL)
         killed.killed = True
         log(f"killed {killed.name} (pid {killed.pid}) with SIGKILL")
         world.windows.append((time.monotonic() - 0.5, time.monotonic() + 3))
+        return killed
+
+    def check_resumed(killed):
         # its direct subscribers must come back through nginx within a few seconds
         direct = [s for s in subscribers if s.home is killed and s.state != "deleted"]
         deadline = time.monotonic() + 15
@@ -830,15 +933,27 @@ def main():
         REPORT.check(not stuck, f"the {len(direct)} subscribers of the killed replica resumed through nginx"
                      + (f" (not: {stuck[:5]})" if stuck else ""))
 
-    # 4b. restart PostgreSQL
+    kill_now = not args.no_kill and len(replicas) > 1
+    if kill_now and not args.kill_during_failover:
+        time.sleep(max(0.0, kill_at - time.monotonic()))
+        check_resumed(kill_replica())
+
+    # 4b. restart PostgreSQL, or fail over to the standby
+    what = "failover" if args.failover else "restart"
     if args.control_pid and args.ack_file:
         time.sleep(max(0.0, restart_at - time.monotonic()))
-        live = [endpoint for endpoint in endpoints if not endpoint.killed]
+        live = [endpoint for endpoint in endpoints if endpoint is not replicas[1] or not kill_now]
+        live = [endpoint for endpoint in live if not endpoint.killed]
         prober = Prober(live, probe_book, world, stop_probe)
         prober.start()
         requested = time.monotonic()
         os.kill(args.control_pid, signal.SIGUSR1)
-        log(f"asked for a PostgreSQL restart ({args.postgres_down:g} s down)")
+        if args.failover:
+            log(f"asked for a failover (promotion {args.postgres_down:g} s after the kill)")
+        else:
+            log(f"asked for a PostgreSQL restart ({args.postgres_down:g} s down)")
+        if kill_now and args.kill_during_failover:
+            killed = kill_replica()
         deadline = requested + args.postgres_down + 40
         acknowledged = None
         while time.monotonic() < deadline:
@@ -849,8 +964,14 @@ def main():
                     acknowledged = time.monotonic()
                     break
             time.sleep(0.05)
+        # "ok SECONDS": a failover, and when (since the epoch) the primary was killed
+        words = text.split() if acknowledged else []
+        text = words[0] if words else ""
+        began = requested
+        if len(words) > 1:
+            began = time.monotonic() - (time.time() - float(words[1]))
         REPORT.check(acknowledged is not None and text == "ok",
-                     f"PostgreSQL was restarted (restart_postgres: {text if acknowledged else 'no answer'})")
+                     f"PostgreSQL's {what} was done (replicas.sh: {text if acknowledged else 'no answer'})")
         # every live replica answers /healthz 200 and takes a direct write, by itself
         recovered = {}
         recovery_deadline = time.monotonic() + RECOVERY_LIMIT
@@ -872,10 +993,12 @@ def main():
         probe_client.close()
         stop_probe.set()
         prober.join(10)
-        outage = (requested, acknowledged, time.monotonic())
+        outage = (requested, acknowledged, time.monotonic(), began)
         world.windows.append((requested - 0.5, time.monotonic() + 2))
         missing = [e.name for e in live if e.name not in recovered]
-        REPORT.check(not missing, "after the restart every live replica answers /healthz and accepts a write "
+        if kill_now and args.kill_during_failover:
+            check_resumed(killed)
+        REPORT.check(not missing, f"after the {what} every live replica answers /healthz and accepts a write "
                      f"({', '.join(f'{n} {t:.1f} s' for n, t in recovered.items())})"
                      + (f"; not recovered within {RECOVERY_LIMIT:.0f} s: {missing}" if missing else ""))
 
@@ -952,30 +1075,65 @@ def main():
                  f"{uncertain} with a write whose outcome is unknown, not checked)")
     for line in wrong[:MAX_EXAMPLES]:
         REPORT.note(line)
+    if args.direct_database:
+        check_directly(args, books_snapshot, names)
 
     # the outage
     if outage is not None:
-        requested, acknowledged, finished = outage
+        requested, acknowledged, finished, began = outage
         results = [r for r in prober.results if requested <= r[0] <= finished]
         hung = [r for r in results if r[3] == 0 and "timed out" in (r[5] or "")]
         broken = [r for r in results if r[3] == 0 and r not in hung]
         statuses = defaultdict(int)
         for r in results:
             statuses[f"{r[1]} {r[2]} {r[3]}"] += 1
-        REPORT.note("prober during the restart: " + ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items())))
-        REPORT.check(not hung, f"no request hung during the PostgreSQL restart ({len(results)} probes, "
+        REPORT.note(f"prober during the {what}: " + ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items())))
+        REPORT.check(not hung, f"no request hung during the {what} ({len(results)} probes, "
                      f"{PROBE_TIMEOUT:g} s timeout, slowest {max((r[4] for r in results), default=0):.2f} s)"
                      + (f": {[(r[1], r[2]) for r in hung[:5]]}" if hung else ""))
-        REPORT.check(not broken, "no probe's connection broke during the restart"
+        REPORT.check(not broken, f"no probe's connection broke during the {what}"
                      + (f": {[(r[1], r[2], r[5]) for r in broken[:5]]}" if broken else ""))
         other = [r for r in results if r[3] not in (0, 200, 503)]
-        REPORT.check(not other, "the probes got 200 or 503 during the restart"
+        REPORT.check(not other, f"the probes got 200 or 503 during the {what}"
                      + (f", not {[(r[1], r[2], r[3]) for r in other[:5]]}" if other else ""))
         unavailable = [r for r in results if r[3] == 503]
         if args.postgres:
-            REPORT.check(len(unavailable) > 0, f"requests during the restart got 503 ({len(unavailable)} probes)")
+            REPORT.check(len(unavailable) > 0, f"requests during the {what} got 503 ({len(unavailable)} probes)")
         else:
             REPORT.note(f"not on PostgreSQL: the restart only tested the plumbing ({len(unavailable)} 503s)")
+        # the longest an endpoint answered the prober's PATCHes with nothing but failures (one
+        # still failing when the prober stopped: until then; the recovery check above has
+        # already required a write accepted by every endpoint)
+        windows = {}
+        for endpoint_name in sorted({r[1] for r in prober.results}):
+            patches = [r for r in prober.results if r[1] == endpoint_name and r[2] == "PATCH" and r[0] >= requested]
+            failing_since, longest = None, 0.0
+            for r in patches:
+                if r[3] != 200 and failing_since is None:
+                    failing_since = r[0]
+                elif r[3] == 200 and failing_since is not None:
+                    longest = max(longest, r[0] + r[4] - failing_since)
+                    failing_since = None
+            if failing_since is not None:
+                longest = max(longest, finished - failing_since)
+            windows[endpoint_name] = longest
+        REPORT.note(f"longest 503 window ({what}, from the first failed PATCH to the next answered one): "
+                    + ", ".join(f"{name} {value:.2f} s" for name, value in windows.items()))
+        with world.lock:
+            retried = [r for r in world.retries if requested <= r[0]]
+        if retried:
+            slowest = max(retried, key=lambda r: r[1])
+            REPORT.note(f"writes retried across the {what}: {len(retried)}, the longest answered "
+                        f"{slowest[1]:.2f} s after its first attempt (via {slowest[2]})")
+        # live events again: the first event of a write sent after the outage began (the kill of
+        # the primary, in a failover)
+        with world.lock:
+            after = [min(seen[0] for seen in world.seen[token]) for token, (sent, _) in world.sent.items()
+                     if sent >= began and world.seen.get(token)]
+        flowing = min(after) - began if after else None
+        REPORT.check(flowing is not None, f"live events flow again after the {what}: the first event of a write "
+                     f"sent after {'the kill' if args.failover else 'the request'} reached a subscriber "
+                     + (f"{flowing:.2f} s after it" if flowing is not None else "never"))
     bad_503 = TALLY.count("violation:503 without Retry-After or problem+json")
     REPORT.check(bad_503 == 0, f"every 503 carried Retry-After and problem+json ({TALLY.count('503 seen')} seen)"
                  + (f": {TALLY.describe('violation:503 without Retry-After or problem+json')}" if bad_503 else ""))

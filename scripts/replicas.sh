@@ -13,8 +13,21 @@
 # outage got 503 with Retry-After (never a hang) and that the replicas recovered by themselves, and
 # the cross-replica commit-to-event latency (p99 <= 100 ms). See replicas.py for the details.
 #
-# Usage: scripts/replicas.sh [--seconds N | --short] [--sqlite] [-- DRIVER OPTIONS]
+# --failover runs the topology users run past one machine instead: the cluster gets a synchronous
+# streaming standby (pg_basebackup), pgbouncer in transaction mode stands in front of the primary,
+# and the replicas reach the database through pgbouncer (`--database`) and LISTEN directly on a
+# multi-host URI (`--listen-database host1,host2?target_session_attrs=read-write`). The driver's
+# SIGUSR1 then means a failover: the primary killed with SIGKILL (postmaster and backends), the
+# standby promoted --down seconds later (default 1), pgbouncer pointed at it and reloaded, as a
+# failover manager would. The driver checks every acknowledged write against the new primary
+# directly and reports the longest 503 window and the time until live events flow again.
+#
+# Usage: scripts/replicas.sh [--seconds N | --short] [--sqlite | --failover [--kill-during-failover]]
+#                            [--down S] [-- DRIVER OPTIONS]
 #   --seconds N   length of the write load (default 60); --short: about 20 s, for CI
+#   --failover    a synchronous standby and pgbouncer, and a failover instead of a restart
+#   --kill-during-failover  the replica is killed at the failover, not before it
+#   --down S      seconds PostgreSQL is down (restart), or before the promotion (failover)
 #   --sqlite      one replica on a SQLite file instead (to debug the driver without the PostgreSQL
 #                 engine): no kill, and the PostgreSQL restart only exercises the plumbing
 #   LIBRARY_SERVER  the binary (default .build/release/library-server, else .build/debug)
@@ -29,17 +42,27 @@ MODE=postgres
 REPLICA_COUNT=3
 POSTGRES_DOWN=3
 DRIVER_ARGS=()
+DRIVER_KILL=()
+DOWN_ARG=""
 while (($#)); do
     case $1 in
         --seconds) SECONDS_ARG=$2; shift 2 ;;
         --short) SHORT=--short; SECONDS_ARG=20; POSTGRES_DOWN=2; shift ;;
         --sqlite) MODE=sqlite; REPLICA_COUNT=1; shift ;;
+        --failover) MODE=failover; shift ;;
+        --kill-during-failover) DRIVER_KILL=(--kill-during-failover); shift ;;
+        --down) DOWN_ARG=$2; shift 2 ;;
         --) shift; DRIVER_ARGS=("$@"); break ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "replicas: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
 [[ $SECONDS_ARG =~ ^[0-9]+$ ]] || { echo "replicas: --seconds needs a whole number" >&2; exit 2; }
+[[ $MODE == failover ]] && POSTGRES_DOWN=1
+[[ -n $DOWN_ARG ]] && POSTGRES_DOWN=$DOWN_ARG
+[[ $POSTGRES_DOWN =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "replicas: --down needs a number of seconds" >&2; exit 2; }
+((${#DRIVER_KILL[@]} == 0)) || [[ $MODE == failover ]] \
+    || { echo "replicas: --kill-during-failover needs --failover" >&2; exit 2; }
 
 SERVER=${LIBRARY_SERVER:-}
 if [[ -z $SERVER ]]; then
@@ -60,6 +83,7 @@ command -v python3 >/dev/null || die "python3 is missing"
 missing=()
 command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx-light)
 ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1 || missing+=(postgresql)
+[[ $MODE != failover ]] || command -v pgbouncer >/dev/null || [[ -x /usr/sbin/pgbouncer ]] || missing+=(pgbouncer)
 if ((${#missing[@]})); then
     [[ $(id -u) == 0 ]] || die "missing ${missing[*]}, and only root can install it"
     note "installing ${missing[*]}"
@@ -78,8 +102,15 @@ free_port() {
 harness_start   # WORK, the traps, the watchdog (scripts/lib/harness.sh)
 start_postgres || die "could not start PostgreSQL"
 trap harness_cleanup EXIT   # start_postgres set its own EXIT trap; harness_cleanup calls it last
-cleanup_last() { stop_postgres; }
+cleanup_last() { stop_failover_cluster; stop_postgres; }
 note "PostgreSQL at $POSTGRES_URL ($POSTGRES_DIR)"
+if [[ $MODE == failover ]]; then
+    start_standby || die "could not start the standby"
+    note "synchronous standby at port $STANDBY_PORT ($STANDBY_DIR)"
+    start_pgbouncer || die "could not start pgbouncer"
+    note "pgbouncer (transaction pooling) at $BOUNCER_URL, in front of port $POSTGRES_PORT"
+    LISTEN_URL="postgres://$POSTGRES_USER@127.0.0.1:$POSTGRES_PORT,127.0.0.1:$STANDBY_PORT/postgres?target_session_attrs=read-write"
+fi
 
 REPLICA_PIDS=()
 REPLICA_PORTS=()
@@ -91,9 +122,13 @@ CLEANUP_PIDS+=(DRIVER_PID NGINX_PID REPLICA1_PID REPLICA2_PID REPLICA3_PID)
 # --- the replicas -------------------------------------------------------------------------------
 
 start_replica() { # start_replica N: the Nth replica on a free port; sets REPLICAn_PID, REPLICA_PORTS
-    local n=$1 database out=$WORK/replica$1.out err=$WORK/replica$1.err i port=""
-    if [[ $MODE == postgres ]]; then database=$POSTGRES_URL; else database=$WORK/library.sqlite; fi
-    "$SERVER" --port 0 --database "$database" --log-level warning --heartbeat-interval 5 >"$out" 2>"$err" &
+    local n=$1 database=() out=$WORK/replica$1.out err=$WORK/replica$1.err i port=""
+    case $MODE in
+        postgres) database=(--database "$POSTGRES_URL") ;;
+        failover) database=(--database "$BOUNCER_URL" --listen-database "$LISTEN_URL") ;;
+        sqlite) database=(--database "$WORK/library.sqlite") ;;
+    esac
+    "$SERVER" --port 0 "${database[@]}" --log-level warning --heartbeat-interval 5 >"$out" 2>"$err" &
     printf -v "REPLICA${n}_PID" %s "$!"
     REPLICA_PIDS+=("$!")
     for ((i = 0; i < 300; i++)); do
@@ -184,7 +219,11 @@ driver=(python3 "$ROOT/scripts/replicas.py" --nginx-port "$NGINX_PORT" --control
 for ((n = 0; n < REPLICA_COUNT; n++)); do
     driver+=(--replica "${REPLICA_PORTS[n]}:${REPLICA_PIDS[n]}")
 done
-[[ $MODE == postgres ]] && driver+=(--postgres)
+[[ $MODE != sqlite ]] && driver+=(--postgres)
+if [[ $MODE == failover ]]; then
+    driver+=(--failover --direct-database "postgres://$POSTGRES_USER@127.0.0.1:$STANDBY_PORT/postgres"
+        --psql "$POSTGRES_BIN/psql" "${DRIVER_KILL[@]}")
+fi
 [[ -n $SHORT ]] && driver+=("$SHORT")
 "${driver[@]}" "${DRIVER_ARGS[@]}" &
 DRIVER_PID=$!
@@ -194,9 +233,19 @@ while :; do
     wait "$DRIVER_PID" || status=$?
     if ((RESTART_REQUESTED)); then
         RESTART_REQUESTED=0
-        note "restarting PostgreSQL (down for $POSTGRES_DOWN s)"
-        if restart_postgres "$POSTGRES_DOWN"; then echo ok >"$ACK_FILE"; else echo failed >"$ACK_FILE"; fi
-        note "PostgreSQL is back"
+        if [[ $MODE == failover ]]; then
+            note "failing over: the primary killed, the standby promoted $POSTGRES_DOWN s later"
+            if fail_over "$POSTGRES_DOWN" && point_pgbouncer "$STANDBY_PORT"; then
+                echo "ok $FAILOVER_KILLED_AT" >"$ACK_FILE"
+            else
+                echo failed >"$ACK_FILE"
+            fi
+            note "the standby is the primary; pgbouncer points at it"
+        else
+            note "restarting PostgreSQL (down for $POSTGRES_DOWN s)"
+            if restart_postgres "$POSTGRES_DOWN"; then echo ok >"$ACK_FILE"; else echo failed >"$ACK_FILE"; fi
+            note "PostgreSQL is back"
+        fi
         continue
     fi
     kill -0 "$DRIVER_PID" 2>/dev/null || break

@@ -18,12 +18,42 @@ package enum PGValue: Sendable, Equatable {
     }
 }
 
+/// How `PGConnection.query` and `pipeline` send their statements.
+package enum PGStatements: Sendable {
+    /// Prepared under a name the first time a connection sees them, executed by name after: the
+    /// server parses and plans each once. Needs a connection of one's own (direct, or a pooler in
+    /// session mode).
+    case prepared
+    /// Parsed and planned with each execution, as PostgreSQL's unnamed statement: no state outlives
+    /// a statement, so the connection works through a pooler in transaction mode (pgbouncer's
+    /// `pool_mode = transaction`), where consecutive statements may reach different server
+    /// connections and a named statement would collide with another client's ("42P05") or be
+    /// missing ("26000").
+    case unnamed
+}
+
+/// Where and how to connect: a libpq URI and how statements are sent on it.
+package struct PGAddress: Sendable {
+    package let uri: String
+    package let statements: PGStatements
+
+    package init(_ uri: String, statements: PGStatements = .prepared) {
+        self.uri = uri
+        self.statements = statements
+    }
+
+    package func connect() throws(PGError) -> PGConnection {
+        try PGConnection(uri, statements: statements)
+    }
+}
+
 /// One libpq connection (`PGconn`), used by one thread at a time and closed in `deinit`.
 ///
 /// Not `Sendable`, like `SQLite.Connection`: whoever owns it confines it to one queue.
 /// Statements take their values as parameters (`$1`, `$2`…), never spliced into the SQL.
 package final class PGConnection {
     private let handle: OpaquePointer
+    private let statements: PGStatements
     /// The name of each statement `query` prepared on this connection, by its SQL.
     private var prepared: [String: String] = [:]
     /// Set when a pipeline broke off: the connection is out of step and must be replaced.
@@ -33,7 +63,8 @@ package final class PGConnection {
     ///
     /// Unless the URI says otherwise, connecting gives up after 3 seconds and TCP keepalives
     /// notice a peer that vanished, so that no caller waits on a dead server for long.
-    package init(_ uri: String) throws(PGError) {
+    package init(_ uri: String, statements: PGStatements = .prepared) throws(PGError) {
+        self.statements = statements
         let keywords = ["connect_timeout", "keepalives_idle", "keepalives_interval", "keepalives_count", "dbname"]
         let values = ["3", "10", "5", "3", uri]
         // The URI is expanded in place of `dbname` and overrides the defaults before it.
@@ -85,10 +116,11 @@ package final class PGConnection {
         }
     }
 
-    /// Runs one statement like `execute`, prepared the first time this connection sees its SQL
-    /// and executed by name after that: the server parses and plans it once.
+    /// Runs one statement like `execute`; with `.prepared` statements, prepared the first time this
+    /// connection sees its SQL and executed by name after that: the server parses and plans it once.
     @discardableResult
     package func query(_ sql: String, _ values: [PGValue] = []) throws(PGError) -> PGResult {
+        guard statements == .prepared else { return try execute(sql, values) }
         let name = try statementName(sql)
         let texts = values.map(\.text)
         return try checked(
@@ -105,7 +137,16 @@ package final class PGConnection {
             throw PGError.connection(Self.message(of: handle))
         }
         defer { PQclear(result) }
-        guard PQresultStatus(result) == PGRES_COMMAND_OK else { throw Self.error(of: result, on: handle) }
+        guard PQresultStatus(result) == PGRES_COMMAND_OK else {
+            let error = Self.error(of: result, on: handle)
+            // This connection's first name taken already: the session is someone else's too.
+            guard error.sqlState == "42P05" else { throw error }
+            throw PGError.server(
+                sqlState: "42P05",
+                message: error.message
+                    + " (a pooler in transaction mode shares server sessions between clients: named statements"
+                    + " need a direct connection or session pooling; connect with unnamed statements instead)")
+        }
         prepared[sql] = name
         return name
     }
@@ -115,13 +156,21 @@ package final class PGConnection {
     /// sent one by one; when one fails the rest are skipped and this throws its error (inside a
     /// transaction, which is then aborted).
     package func pipeline(_ statements: [(sql: String, values: [PGValue])]) throws(PGError) -> [PGResult] {
-        let names = try statements.map { statement throws(PGError) in try statementName(statement.sql) }
+        let names: [String?] =
+            switch self.statements {
+            case .prepared: try statements.map { statement throws(PGError) in try statementName(statement.sql) }
+            case .unnamed: Array(repeating: nil, count: statements.count)
+            }
         guard PQenterPipelineMode(handle) == 1 else { throw PGError.protocolViolation(Self.message(of: handle)) }
         var results: [PGResult] = []
         var failure: PGError?
         for (name, statement) in zip(names, statements) {
             let sent = withCStrings(statement.values.map(\.text)) { pointers in
-                PQsendQueryPrepared(handle, name, Int32(statement.values.count), pointers, nil, nil, 0)
+                if let name {
+                    PQsendQueryPrepared(handle, name, Int32(statement.values.count), pointers, nil, nil, 0)
+                } else {
+                    PQsendQueryParams(handle, statement.sql, Int32(statement.values.count), nil, pointers, nil, nil, 0)
+                }
             }
             if sent != 1 {
                 failure = PGError.connection(Self.message(of: handle))

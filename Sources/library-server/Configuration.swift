@@ -8,6 +8,9 @@ struct Configuration: Sendable {
     var host = "127.0.0.1"
     var port = 8080
     var database = "./library.sqlite"
+    /// A direct PostgreSQL URI for the change feed and migrations; set when `database` leads
+    /// through a pooler in transaction mode.
+    var listenDatabase: String?
     var apiToken: String?
     var readToken: String?
     /// Host names a request may name in `Host`; nil takes the default for `host`.
@@ -55,6 +58,13 @@ struct Configuration: Sendable {
                 + "postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?PARAMS] shared by replicas",
             defaultText: "./library.sqlite"
         ) { $0.database = $1 },
+        Option(
+            flag: "--listen-database", variable: "LIBRARY_LISTEN_DATABASE", placeholder: "URI",
+            help:
+                "a direct PostgreSQL URI (no pooler) to the --database's database, for LISTEN and migrations; "
+                + "set it when --database goes through a pooler in transaction mode, which then sees no session state",
+            defaultText: "--database"
+        ) { $0.listenDatabase = $1.isEmpty ? nil : $1 },
         Option(
             flag: "--api-token", variable: "LIBRARY_API_TOKEN", placeholder: "T",
             help: "require Authorization: Bearer T on every write", defaultText: "none: writes are open"
@@ -159,6 +169,12 @@ struct Configuration: Sendable {
                 throw Failure(description: "\(error)")
             }
         }
+        if let listen = configuration.listenDatabase, !isPostgres(listen) {
+            throw Failure(description: "--listen-database must be a postgres:// or postgresql:// URI")
+        }
+        if configuration.listenDatabase != nil, !isPostgres(configuration.database) {
+            throw Failure(description: "--listen-database needs --database to be a PostgreSQL URI")
+        }
         // The write token also grants reads: the same text for both would leave reads guarded by
         // the write token, which is almost certainly a mistake in the deployment's secrets.
         if let readToken = configuration.readToken, readToken == configuration.apiToken {
@@ -187,6 +203,10 @@ struct Configuration: Sendable {
                 + "ask the server on --host/--port for /healthz; exit 0 when it answers 200 (no curl needed)")
         lines.append("  -h, --help".padding(to: 28) + "show this help")
         return lines.joined(separator: "\n")
+    }
+
+    private static func isPostgres(_ uri: String) -> Bool {
+        uri.hasPrefix("postgres://") || uri.hasPrefix("postgresql://")
     }
 
     /// A token must not be empty: an empty `LIBRARY_API_TOKEN=` would otherwise turn auth off.

@@ -52,14 +52,22 @@ let databaseName = Configuration.redactingPassword(configuration.database)
 do {
     if PostgresLibraryStore.isPostgres(configuration.database) {
         store = try PostgresLibraryStore(
-            uri: configuration.database, readers: max(4, 2 * HTTPServerConfiguration.coreCount),
+            uri: configuration.database, listenURI: configuration.listenDatabase,
+            readers: max(4, 2 * HTTPServerConfiguration.coreCount),
             history: configuration.history,
-            onGap: { applied, oldest in
+            onGap: { gap in
                 // The live models cannot be repaired: stop, so that subscribers reconnect to a
                 // replica that can serve them (or to this one, restarted, from a fresh state).
-                logger.critical(
-                    "changes this replica missed are no longer in the change log; stopping",
-                    metadata: ["applied": "\(applied)", "oldest_kept": "\(oldest)"])
+                switch gap {
+                case .pruned(let applied, let oldest):
+                    logger.critical(
+                        "changes this replica missed are no longer in the change log; stopping",
+                        metadata: ["applied": "\(applied)", "oldest_kept": "\(oldest)"])
+                case .rewound(let applied, let latest):
+                    logger.critical(
+                        "the database lost changes this replica applied (a failover without synchronous replication?); stopping",
+                        metadata: ["applied": "\(applied)", "latest": "\(latest)"])
+                }
                 exit(70)
             })
     } else {

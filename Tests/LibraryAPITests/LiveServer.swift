@@ -14,7 +14,8 @@ import TestSupport
 /// `LIBRARY_TEST_POSTGRES=<URI>` (scripts/postgres-tests.sh), every server not given a SQLite
 /// file runs on PostgreSQL instead, in a schema of its own that `stop` drops. With
 /// `LIBRARY_TEST_FEED=log` as well, the live engine hears every commit from the change log, as a
-/// replica hears the others' writes.
+/// replica hears the others' writes. With `LIBRARY_TEST_POOLED=1`, the store is opened as behind
+/// a pooler in transaction mode (a `listenURI`): unnamed statements, no session state.
 final class LiveServer {
     let store: any LibraryDatabase
     /// The PostgreSQL schema of this server, when it runs on PostgreSQL.
@@ -43,8 +44,10 @@ final class LiveServer {
             try PGConnection(base).execute("CREATE SCHEMA \(name)")
             schema = (base, name)
             let separator = base.contains("?") ? "&" : "?"
+            let uri = base + separator + "options=-csearch_path%3D\(name)"
             store = try PostgresLibraryStore(
-                uri: base + separator + "options=-csearch_path%3D\(name)", readers: 4, history: history,
+                uri: uri, listenURI: environment["LIBRARY_TEST_POOLED"] == "1" ? uri : nil, readers: 4,
+                history: history,
                 readsOwnCommits: environment["LIBRARY_TEST_FEED"] == "log")
         } else {
             schema = nil

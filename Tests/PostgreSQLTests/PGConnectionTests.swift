@@ -57,6 +57,19 @@ struct PGConnectionTests {
         }
     }
 
+    @Test func unnamedStatements_LeaveNothingPreparedOnTheSession() throws {
+        let prepared = "SELECT count(*) FROM pg_prepared_statements"
+        for (statements, expected) in [(PGStatements.unnamed, 0), (.prepared, 3)] {
+            let connection = try PGConnection(testServer!, statements: statements)
+            #expect(try connection.query("SELECT $1::int + 1", [.int(41)]).int(0, 0) == 42)
+            let results = try connection.pipeline([
+                ("SELECT $1::text", [.text("a")]), ("SELECT $1::int * 2", [.int(21)]),
+            ])
+            #expect(results.map { $0.string(0, 0) } == ["a", "42"])
+            #expect(try connection.execute(prepared).int(0, 0) == expected, "\(statements)")
+        }
+    }
+
     @Test func transaction_CommitsOrRollsBack() throws {
         try withSchema { connection, _ in
             try connection.execute("CREATE TABLE n (x int)")

@@ -4,6 +4,16 @@ import LibraryDomain
 import PostgreSQL
 import Synchronization
 
+/// Why a replica's change feed cannot go on from what it applied.
+package enum FeedGap: Sendable, Equatable {
+    /// The log no longer holds changes after `applied`: the replica was cut off from the database
+    /// for longer than the history lasts; the oldest change kept is `oldest`.
+    case pruned(applied: Int, oldest: Int)
+    /// The database's newest change is older than one the replica applied: its changes after
+    /// `latest` were lost (a failover without synchronous replication, or a restore).
+    case rewound(applied: Int, latest: Int)
+}
+
 /// How a replica learns of every commit, its own and the other replicas', and hands them to the
 /// live engine one at a time in id order.
 ///
@@ -21,24 +31,24 @@ final class ChangeFeed: Sendable {
         var stopping = false
     }
 
-    private let uri: String
+    private let address: PGAddress
     private let channel: String
     private let state: Mutex<State>
     /// Wakes the listener from `poll`: one byte means "read the log", closing means "stop".
     private let wake: (read: Int32, write: Int32)
     private let stopped = DispatchSemaphore(value: 0)
-    /// Told when the log no longer holds changes this replica has not applied (it was cut off
-    /// from the database for longer than the history lasts): its live state cannot be repaired.
-    private let onGap: @Sendable (_ applied: Int, _ oldest: Int) -> Void
+    /// Told when the log no longer continues what this replica applied: its live state cannot be
+    /// repaired.
+    private let onGap: @Sendable (FeedGap) -> Void
     /// Whether the replica's own commits, too, are read from the log rather than handed over by
     /// its writer (tests: every change then takes the path other replicas' changes take).
     private let readsOwnCommits: Bool
 
     init(
-        uri: String, channel: String, applied: Int, readsOwnCommits: Bool,
-        onGap: @escaping @Sendable (_ applied: Int, _ oldest: Int) -> Void
+        address: PGAddress, channel: String, applied: Int, readsOwnCommits: Bool,
+        onGap: @escaping @Sendable (FeedGap) -> Void
     ) {
-        self.uri = uri
+        self.address = address
         self.readsOwnCommits = readsOwnCommits
         self.channel = channel
         self.onGap = onGap
@@ -109,7 +119,7 @@ final class ChangeFeed: Sendable {
             backoff = min(max(backoff * 2, 50), 1_000)
             let connection: PGConnection
             do {
-                connection = try PGConnection(uri)
+                connection = try address.connect()
                 try connection.executeScript("LISTEN \"\(channel)\"")
                 // Whatever was committed while this replica was not listening.
                 try catchUp(connection)
@@ -143,6 +153,13 @@ final class ChangeFeed: Sendable {
             let after = applied
             guard state.withLock({ $0.observer }) != nil else { return }
             let latest = try reader.latestSeq()
+            if latest < after {
+                // Changes this replica applied (and streamed) are not in the database any more:
+                // a failover to a standby that had not received them, or a restore. Their ids
+                // will be given to other changes.
+                onGap(.rewound(applied: after, latest: latest))
+                return
+            }
             guard latest > after else { return }
             let through = min(latest, after + 1_000)
             let changes = try reader.changes(where: "TRUE", [], after: after, through: through)
@@ -156,13 +173,13 @@ final class ChangeFeed: Sendable {
                 return nil
             }
             if let gap {
-                onGap(after, gap)
+                onGap(.pruned(applied: after, oldest: gap))
                 return
             }
             // Ids with no row: the log was pruned past them (else the next tick tries again).
             if applied < through {
                 let oldest = try reader.oldestKeptSeq()
-                if oldest > applied + 1 { onGap(applied, oldest) }
+                if oldest > applied + 1 { onGap(.pruned(applied: applied, oldest: oldest)) }
                 return
             }
         }

@@ -17,14 +17,14 @@ final class PGWorkers: Sendable {
         var closed = false
     }
 
-    private let uri: String
+    private let address: PGAddress
     private let state = Mutex(State())
     private let ready = DispatchSemaphore(value: 0)
     private let finished = DispatchGroup()
     let count: Int
 
-    init(uri: String, count: Int, label: String) {
-        self.uri = uri
+    init(address: PGAddress, count: Int, label: String) {
+        self.address = address
         self.count = count
         for index in 0..<count {
             finished.enter()
@@ -65,12 +65,12 @@ final class PGWorkers: Sendable {
     private func work() {
         // Connected at once, so that a running server holds a steady set of connections; one
         // that cannot connect now tries again at its first job.
-        var connection = try? PGConnection(uri)
+        var connection = try? address.connect()
         while let job = next() {
             if connection.map({ !$0.isOpen }) ?? true {
                 connection = nil
                 do {
-                    connection = try PGConnection(uri)
+                    connection = try address.connect()
                 } catch {
                     job(.failure(error))
                     continue

@@ -31,7 +31,7 @@ final class PGWriter: Sendable {
 
     static let maximumBatch = 64
 
-    private let uri: String
+    private let address: PGAddress
     private let lockKey: Int
     private let channel: String
     private let history: Int
@@ -51,10 +51,10 @@ final class PGWriter: Sendable {
     private let transactionObserver = Mutex<TransactionObserver?>(nil)
 
     init(
-        uri: String, lockKey: Int, channel: String, history: Int,
+        address: PGAddress, lockKey: Int, channel: String, history: Int,
         committed: @escaping @Sendable ([CommittedChange]) -> Void
     ) {
-        self.uri = uri
+        self.address = address
         self.lockKey = lockKey
         self.channel = channel
         self.history = history
@@ -89,16 +89,7 @@ final class PGWriter: Sendable {
     private func open() throws(PGError) -> PGConnection {
         if let connection, connection.isOpen { return connection }
         connection = nil
-        let opened = try PGConnection(uri)
-        // Every replica's writes wait for this connection's lock while it holds it: if this
-        // replica vanishes mid-transaction, the server must notice soon (keepalives) and end the
-        // transaction (idle timeout); waiting for another replica's lock, or a row, ends in a 503
-        // after 10 s rather than never.
-        try opened.executeScript(
-            """
-            SET idle_in_transaction_session_timeout = '30s'; SET lock_timeout = '10s';
-            SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3
-            """)
+        let opened = try address.connect()
         connection = opened
         return opened
     }
@@ -199,10 +190,19 @@ final class PGWriter: Sendable {
                 connection = try open()
                 // READ COMMITTED whatever the server's default: `max(item)` must see the commit
                 // of whoever held the lock before, which a snapshot taken earlier would not.
+                // Every replica's writes wait for this transaction's lock while it holds it: if
+                // this replica vanishes mid-transaction, the server must notice soon (keepalives)
+                // and end the transaction (idle timeout); waiting for another replica's lock, or a
+                // row, ends in a 503 after 10 s rather than never. `SET LOCAL`: the settings end
+                // with the transaction, so no session state is left on a connection a pooler in
+                // transaction mode hands to someone else next.
                 let last = try connection.executeScript(
                     """
-                    BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(\(lockKey));
-                    SELECT max(item) FROM change_log
+                    BEGIN ISOLATION LEVEL READ COMMITTED;
+                    SET LOCAL idle_in_transaction_session_timeout = '30s'; SET LOCAL lock_timeout = '10s';
+                    SET LOCAL tcp_keepalives_idle = 10; SET LOCAL tcp_keepalives_interval = 5;
+                    SET LOCAL tcp_keepalives_count = 3;
+                    SELECT pg_advisory_xact_lock(\(lockKey)); SELECT max(item) FROM change_log
                     """)
                 latest = (last.int(0, 0) ?? 0) >> ChangeLog.itemBits
             } catch {

@@ -13,11 +13,18 @@ import Synchronization
 /// network. Selected by a `postgres://` or `postgresql://` URI; the tables live in the URI's
 /// first schema (`options=-csearch_path=…` picks another), so one cluster can hold several
 /// independent deployments (the tests use one schema each).
+///
+/// With a `listenURI`, `uri` may lead through a pooler in transaction mode (pgbouncer's
+/// `pool_mode = transaction`): reads, writes and snapshots then keep no session state there
+/// (unnamed statements; settings and locks last one transaction), while the migrations' session
+/// lock and the change feed's `LISTEN`, which need a session of their own, use `listenURI`, a
+/// direct connection to the same database.
 package final class PostgresLibraryStore: LibraryDatabase, SnapshotSource {
     package let history: Int
     package let appliedMigrationNames: [String]
     let snapshotSlots = SnapshotSlots()
-    private let uri: String
+    /// Where reads, writes and snapshots connect.
+    private let address: PGAddress
     private let readers: PGWorkers
     private let writer: PGWriter
     private let feed: ChangeFeed
@@ -28,21 +35,24 @@ package final class PostgresLibraryStore: LibraryDatabase, SnapshotSource {
     }
 
     /// Connects, brings the schema up to date (under a lock: replicas starting together take
-    /// turns) and starts listening for changes. `onGap` is told when this replica finds changes
-    /// it missed already pruned from the log (it was cut off longer than the history lasts).
+    /// turns) and starts listening for changes. `onGap` is told when the change log no longer
+    /// continues what this replica applied (`FeedGap`: pruned past it, or rewound behind it).
     /// `readsOwnCommits` makes the live engine hear even this replica's commits from the log, as
     /// it hears the other replicas' (tests).
     package init(
         uri: String,
+        listenURI: String? = nil,
         readers: Int = 4,
         history: Int = 10_000,
         readsOwnCommits: Bool = false,
-        onGap: @escaping @Sendable (_ applied: Int, _ oldest: Int) -> Void = { _, _ in }
+        onGap: @escaping @Sendable (FeedGap) -> Void = { _ in }
     ) throws(StoreError) {
-        self.uri = uri
+        let address = PGAddress(uri, statements: listenURI == nil ? .prepared : .unnamed)
+        let direct = PGAddress(listenURI ?? uri)
+        self.address = address
         self.history = history
         do {
-            let connection = try PGConnection(uri)
+            let connection = try direct.connect()
             let migrations = try EmbeddedPostgresMigrations.files.map { file in
                 guard let version = Int(file.name.prefix { $0.isNumber }) else {
                     throw StoreError(.internal, detail: "migration \(file.name) has no number")
@@ -57,10 +67,12 @@ package final class PostgresLibraryStore: LibraryDatabase, SnapshotSource {
             let channel = "library_changes_\(String(UInt64(bitPattern: Int64(key)), radix: 16))"
             let latest = try LibraryReader(session: .postgres(connection)).latestSeq()
             let feed = ChangeFeed(
-                uri: uri, channel: channel, applied: latest, readsOwnCommits: readsOwnCommits, onGap: onGap)
+                address: direct, channel: channel, applied: latest, readsOwnCommits: readsOwnCommits, onGap: onGap)
             self.feed = feed
-            writer = PGWriter(uri: uri, lockKey: key, channel: channel, history: history) { feed.committed($0) }
-            self.readers = PGWorkers(uri: uri, count: readers, label: "postgres.reader")
+            writer = PGWriter(address: address, lockKey: key, channel: channel, history: history) {
+                feed.committed($0)
+            }
+            self.readers = PGWorkers(address: address, count: readers, label: "postgres.reader")
         } catch {
             throw StoreError(error)
         }
@@ -192,7 +204,7 @@ package final class PostgresLibraryStore: LibraryDatabase, SnapshotSource {
     }
 
     func openSnapshotReader() throws -> (any SnapshotReader)? {
-        PGSnapshotReader(connection: try PGConnection(uri))
+        PGSnapshotReader(connection: try address.connect())
     }
 }
 

@@ -1,0 +1,65 @@
+import Foundation
+import LibraryDomain
+import LibraryStorage
+import PostgreSQL
+import Synchronization
+import Testing
+
+/// The PostgreSQL store as replicas run it, against the server `LIBRARY_TEST_POSTGRES` names
+/// (scripts/postgres-tests.sh): behind a pooler in transaction mode, and after a failover that lost
+/// changes. Each test in a schema of its own.
+private let postgresBase = ProcessInfo.processInfo.environment["LIBRARY_TEST_POSTGRES"]
+
+@Suite(.enabled(if: postgresBase != nil, "set LIBRARY_TEST_POSTGRES, or run scripts/postgres-tests.sh"))
+struct PostgresReplicaTests {
+    /// A fresh schema's URI, and a cleanup that drops it.
+    private func schema() throws -> (uri: String, drop: () -> Void) {
+        let base = postgresBase!
+        let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try PGConnection(base).execute("CREATE SCHEMA \(name)")
+        let separator = base.contains("?") ? "&" : "?"
+        return (
+            base + separator + "options=-csearch_path%3D\(name)",
+            {
+                _ = try? PGConnection(base).executeScript(
+                    "SET client_min_messages = warning; DROP SCHEMA \(name) CASCADE")
+            }
+        )
+    }
+
+    @Test func `opened as behind a transaction pooler, the store reads and writes what a direct one sees`() throws {
+        let (uri, drop) = try schema()
+        defer { drop() }
+        let store = try PostgresLibraryStore(uri: uri, listenURI: uri)
+        defer { store.close() }
+        let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "Pooled")) }
+        for index in 0..<5 {
+            _ = try store.writeAndWait {
+                try $0.createBook(BookDraft(libraryId: library.id, title: "Book \(index)", author: "A"))
+            }
+        }
+        let count = try store.readAndWait { try $0.library(id: library.id)?.bookCount }
+        #expect(count == 5)
+        let direct = try PostgresLibraryStore(uri: uri)
+        defer { direct.close() }
+        #expect(try direct.readAndWait { try $0.library(id: library.id)?.bookCount } == 5)
+    }
+
+    @Test func `a change log that went back behind what a replica applied stops its feed as rewound`() throws {
+        let (uri, drop) = try schema()
+        defer { drop() }
+        let gaps = Mutex<[FeedGap]>([])
+        let store = try PostgresLibraryStore(uri: uri, onGap: { gap in gaps.withLock { $0.append(gap) } })
+        defer { store.close() }
+        store.observeCommits { _ in }
+        for index in 0..<3 {
+            _ = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L\(index)")) }
+        }
+        #expect(try store.latestCommittedSeq() == 3)
+        // What a failover to a standby that had not received the last two commits leaves behind.
+        try PGConnection(uri).execute("DELETE FROM change_log WHERE item > (SELECT min(item) FROM change_log)")
+        let deadline = Date().addingTimeInterval(10)
+        while gaps.withLock({ $0.isEmpty }), Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(gaps.withLock { $0 } == [.rewound(applied: 3, latest: 1)])
+    }
+}
