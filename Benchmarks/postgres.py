@@ -26,7 +26,9 @@ CPU per request, and ours / comparator; then each server's RSS before and after 
 `--replica-writes 1,2,3` measures instead what replicas write together: that many library-server
 replicas on the one database, and per round, for each count K (in turn, the order rotating every
 round), `wrk` PATCHes through K of them at once, the same total connections split between them.
-It prints the combined req/s and p99 for each K, and K ÷ 1.
+It prints the combined req/s and p99 for each K, K ÷ 1, and the CPU per write of every replica
+(idle ones too: each applies every change) and PostgreSQL together: on a machine whose cores are
+all busy, that bounds the rate.
 
 `--fsync on` (the default) keeps PostgreSQL's fsync and synchronous_commit as a real deployment
 has them; `--fsync off` measures without the disk.
@@ -413,16 +415,25 @@ def replica_writes(args, counts):
 
             for seconds in ([args.warmup] if args.warmup > 0 else []) + [args.seconds]:
                 threads = [threading.Thread(target=run, args=(n, seconds)) for n in range(count)]
+                own, database = sum(replica.cpu_seconds() for replica in replicas), cluster.backends_cpu_seconds()
                 for thread in threads:
                     thread.start()
                 for thread in threads:
                     thread.join()
+                own = sum(replica.cpu_seconds() for replica in replicas) - own
+                database = cluster.backends_cpu_seconds() - database
+                cpu = own + database
             if any(r is None or r["non2xx"] or r["socket_errors"] for r in runs):
                 raise RuntimeError("replica writes through %d: %r" % (count, runs))
-            combined = {"rps": sum(r["rps"] for r in runs), "p99_us": max(r["p99_us"] for r in runs)}
+            requests = max(sum(r["requests"] for r in runs), 1)
+            # Every replica's CPU counts, the idle ones' too: each applies every change it hears.
+            combined = {"rps": sum(r["rps"] for r in runs), "p99_us": max(r["p99_us"] for r in runs),
+                        "cpu_us": cpu * 1e6 / requests, "db_cpu_us": database * 1e6 / requests}
             results[count].append(combined)
-            log("round %d  PATCH through %d replica(s) (%s connections): %8.0f req/s combined, p99 %6.2f ms"
-                % (round_index + 1, count, "+".join(map(str, split)), combined["rps"], combined["p99_us"] / 1000))
+            log("round %d  PATCH through %d replica(s) (%s connections): %8.0f req/s combined, p99 %6.2f ms, "
+                "CPU %5.0f µs per write (replicas + PostgreSQL; PostgreSQL %5.0f)"
+                % (round_index + 1, count, "+".join(map(str, split)), combined["rps"], combined["p99_us"] / 1000,
+                   combined["cpu_us"], combined["db_cpu_us"]))
     for replica in replicas:
         replica.stop()
     base = statistics.median(r["rps"] for r in results[counts[0]])
@@ -432,13 +443,15 @@ def replica_writes(args, counts):
         % ("on" if args.fsync == "on" else "off", args.books, args.connections, args.seconds, args.rounds,
            ", medians" if args.rounds > 1 else ""),
         "",
-        "| replicas | combined req/s | p99 (ms) | ÷ %d replica |" % counts[0],
-        "|---:|---:|---:|---:|",
+        "| replicas | combined req/s | p99 (ms) | ÷ %d replica | CPU per write, all replicas + PostgreSQL (µs) |"
+        % counts[0],
+        "|---:|---:|---:|---:|---:|",
     ]
     for count in counts:
         rps = statistics.median(r["rps"] for r in results[count])
         p99 = statistics.median(r["p99_us"] for r in results[count]) / 1000
-        lines.append("| %d | %.0f | %.2f | %.2f |" % (count, rps, p99, rps / base if base else float("nan")))
+        cpu = statistics.median(r["cpu_us"] for r in results[count])
+        lines.append("| %d | %.0f | %.2f | %.2f | %.0f |" % (count, rps, p99, rps / base if base else float("nan"), cpu))
     return "\n".join(lines)
 
 

@@ -712,8 +712,10 @@ def check_idempotency_across(replicas, nginx, library, world):
     results = [None] * len(replicas)
 
     def send(index):
-        results[index] = Client().call(replicas[index], "POST", f"/libraries/{library}/books",
-                                       {"title": "idempotent-2"}, headers={"Idempotency-Key": "replicas-retry-2"})
+        own = Client()
+        results[index] = own.call(replicas[index], "POST", f"/libraries/{library}/books",
+                                  {"title": "idempotent-2"}, headers={"Idempotency-Key": "replicas-retry-2"})
+        own.close()
 
     threads = [threading.Thread(target=send, args=(index,)) for index in range(len(replicas))]
     for thread in threads:

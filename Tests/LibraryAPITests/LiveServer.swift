@@ -82,6 +82,14 @@ final class LiveServer {
     /// Live subscribers now.
     var subscribers: Int { hub.counters.subscribers.load(ordering: .relaxed) }
 
+    /// Live subscribers once they number `expected`, or after 2 s: a stream's end reaches its
+    /// client before the live engine, on its own thread, counts the subscriber out.
+    func subscribers(settlingAt expected: Int) -> Int {
+        let deadline = Date().addingTimeInterval(2)
+        while subscribers != expected, Date() < deadline { usleep(10_000) }
+        return subscribers
+    }
+
     /// One request on a new connection.
     func request(
         _ method: String,

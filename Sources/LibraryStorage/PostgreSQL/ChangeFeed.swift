@@ -66,6 +66,10 @@ final class ChangeFeed: Sendable {
         }
     }
 
+    /// The shortest time between two reads of the log: what a change heard of waits at most before
+    /// it is read with those that follow it.
+    static let readInterval = Duration.milliseconds(2)
+
     /// The id of the last change handed over (or to be handed first: `applied + 1` is next).
     var applied: Int { state.withLock { $0.applied } }
 
@@ -127,6 +131,7 @@ final class ChangeFeed: Sendable {
             } catch {
                 continue
             }
+            var lastRead = ContinuousClock.now
             while !stopping {
                 var fds = [
                     pollfd(fd: connection.socket, events: Int16(POLLIN), revents: 0),
@@ -140,29 +145,46 @@ final class ChangeFeed: Sendable {
                     _ = connection.notifications()
                 }
                 if stopping { return }
+                // Reads at most one per `readInterval`: under many small commits (replicas taking
+                // turns at the lock commit a few writes each), one read then carries the changes
+                // of several notifications instead of one query each.
+                let since = ContinuousClock.now - lastRead
+                if since < Self.readInterval {
+                    pause(milliseconds: Int((Self.readInterval - since) / .microseconds(1_000)) + 1)
+                    guard connection.consumeInput() else { break }
+                    _ = connection.notifications()
+                }
+                lastRead = ContinuousClock.now
                 // On a notification, a poke, or a second without either: read what is new.
                 guard (try? catchUp(connection)) != nil, connection.isOpen else { break }
             }
         }
     }
 
-    /// Reads the log after the last applied change and hands over what it finds, in order.
+    /// Reads the log after the last applied change and hands over what it finds, in order: one
+    /// query per 1,000 changes; two more only when it finds none (then it checks that the log
+    /// still continues what was applied).
     private func catchUp(_ connection: PGConnection) throws {
         let reader = LibraryReader(session: .postgres(connection))
+        let most = 1_000
         while true {
             let after = applied
             guard state.withLock({ $0.observer }) != nil else { return }
-            let latest = try reader.latestSeq()
-            if latest < after {
-                // Changes this replica applied (and streamed) are not in the database any more:
-                // a failover to a standby that had not received them, or a restore. Their ids
-                // will be given to other changes.
-                onGap(.rewound(applied: after, latest: latest))
+            let changes = try reader.changes(where: "TRUE", [], after: after, through: after + most)
+            guard !changes.isEmpty else {
+                let latest = try reader.latestSeq()
+                if latest < after {
+                    // Changes this replica applied (and streamed) are not in the database any
+                    // more: a failover to a standby that had not received them, or a restore.
+                    // Their ids will be given to other changes.
+                    onGap(.rewound(applied: after, latest: latest))
+                } else if latest > after {
+                    // Ids with no row: the log was pruned past them.
+                    let oldest = try reader.oldestKeptSeq()
+                    if oldest > after + 1 { onGap(.pruned(applied: after, oldest: oldest)) }
+                }
                 return
             }
-            guard latest > after else { return }
-            let through = min(latest, after + 1_000)
-            let changes = try reader.changes(where: "TRUE", [], after: after, through: through)
             let gap = state.withLock { state -> Int? in
                 guard let observer = state.observer else { return nil }
                 for change in changes where change.seq > state.applied {
@@ -176,12 +198,9 @@ final class ChangeFeed: Sendable {
                 onGap(.pruned(applied: after, oldest: gap))
                 return
             }
-            // Ids with no row: the log was pruned past them (else the next tick tries again).
-            if applied < through {
-                let oldest = try reader.oldestKeptSeq()
-                if oldest > applied + 1 { onGap(.pruned(applied: applied, oldest: oldest)) }
-                return
-            }
+            // Ids are visible in order (each is taken under the lock after the one before it
+            // committed), so a read that found fewer than it allowed found everything.
+            guard changes.count == most else { return }
         }
     }
 

@@ -90,6 +90,12 @@ final class PGWriter: Sendable {
         if let connection, connection.isOpen { return connection }
         connection = nil
         let opened = try address.connect()
+        if address.statements == .prepared {
+            // A session of its own: the settings are made once (behind a transaction pooler
+            // they are made in each transaction instead, `begin`).
+            try opened.executeScript(
+                "SELECT \(Self.settings.map { "set_config('\($0)', '\($1)', false)" }.joined(separator: ", "))")
+        }
         connection = opened
         return opened
     }
@@ -138,36 +144,63 @@ final class PGWriter: Sendable {
         }
     }
 
-    /// Sends the fast-path statements of `writes` (`LibraryWriter.patchBook`: one statement that
-    /// is the whole write, or changes nothing) in one pipeline, and returns the order to run the
-    /// writes in: first those whose statement changed their row, with its result, then the rest,
-    /// each in the order they came, run as usual.
-    ///
-    /// That is a serial order of the batch: a fast path that found its row is its whole write and
-    /// ran before anything else the batch does; one that changed nothing runs again, later, and
-    /// sees whatever the writes before it did. A batch's writes are concurrent requests (none
-    /// has been answered), so any serial order is a correct one.
-    private func pipelineFastPaths(_ writes: [any PGWrite], on connection: PGConnection, enabled: Bool) throws(PGError)
-        -> [(any PGWrite, prefetched: SQLRow?)]
-    {
-        guard enabled, writes.count > 1 else { return writes.map { ($0, nil) } }
+    /// The fast-path statement of each write that has one (`LibraryWriter.patchBook`: one statement
+    /// that is the whole write, or changes nothing), by the write's index.
+    private static func fastPaths(_ writes: some Collection<any PGWrite>) -> [(
+        index: Int, sql: String, values: [PGValue]
+    )] {
         var statements: [(index: Int, sql: String, values: [PGValue])] = []
         for (index, write) in writes.enumerated() {
             do {
                 _ = try write.run(LibraryWriter(session: .probe))
             } catch FastPathProbe.fastPath(let sql, let values) {
-                statements.append(
-                    (index, SQLSession.postgresSQL(sql), values.map(SQLSession.postgresValue)))
+                statements.append((index, SQLSession.postgresSQL(sql), values.map(SQLSession.postgresValue)))
             } catch {}
         }
-        guard statements.count > 1 else { return writes.map { ($0, nil) } }
-        let results = try connection.pipeline(statements.map { ($0.sql, $0.values) })
+        return statements
+    }
+
+    /// The writer connection's settings. Every replica's writes wait for a batch's lock while it
+    /// holds it: if this replica vanishes mid-transaction, the server must notice soon (keepalives)
+    /// and end the transaction (idle timeout); waiting for another replica's lock, or a row, ends
+    /// in a 503 after 10 s rather than never.
+    private static let settings = [
+        ("idle_in_transaction_session_timeout", "30s"), ("lock_timeout", "10s"), ("tcp_keepalives_idle", "10"),
+        ("tcp_keepalives_interval", "5"), ("tcp_keepalives_count", "3"),
+    ]
+
+    /// The first round trip of a batch, in one pipeline: the transaction begun with its settings,
+    /// the lock taken, the last change id read, and the fast-path statements of `writes` run.
+    /// Returns the last change id and the order to run the writes in: first those whose statement
+    /// changed their row, with its result, then the rest, each in the order they came, run as usual.
+    ///
+    /// That is a serial order of the batch: a fast path that found its row is its whole write and
+    /// ran before anything else the batch does; one that changed nothing runs again, later, and
+    /// sees whatever the writes before it did. A batch's writes are concurrent requests (none
+    /// has been answered), so any serial order is a correct one.
+    ///
+    /// READ COMMITTED whatever the server's default: `max(item)` must see the commit of whoever
+    /// held the lock before, which a snapshot taken earlier would not (so the lock and the read are
+    /// two statements). Behind a pooler in transaction mode the settings are local to the
+    /// transaction, so no session state is left on a connection the pooler hands to someone else.
+    private func begin(
+        _ writes: [any PGWrite], fastPaths fast: [(index: Int, sql: String, values: [PGValue])],
+        on connection: PGConnection
+    ) throws(PGError) -> (latest: Int, ordered: [(any PGWrite, prefetched: SQLRow?)]) {
+        var head: [(sql: String, values: [PGValue])] = [("BEGIN ISOLATION LEVEL READ COMMITTED", [])]
+        if address.statements == .unnamed {
+            head.append(
+                ("SELECT \(Self.settings.map { "set_config('\($0)', '\($1)', true)" }.joined(separator: ", "))", []))
+        }
+        head += [("SELECT pg_advisory_xact_lock($1)", [.int(lockKey)]), ("SELECT max(item) FROM change_log", [])]
+        let results = try connection.pipeline(head + fast.map { ($0.sql, $0.values) })
+        let latest = (results[head.count - 1].int(0, 0) ?? 0) >> ChangeLog.itemBits
         var rows: [Int: SQLRow] = [:]
-        for (statement, result) in zip(statements, results) {
+        for (statement, result) in zip(fast, results.dropFirst(head.count)) {
             if let row = SQLRow.first(of: result) { rows[statement.index] = row }
         }
         let found = writes.indices.filter { rows[$0] != nil }.map { (writes[$0], rows[$0]) }
-        return found + writes.indices.filter { rows[$0] == nil }.map { (writes[$0], nil) }
+        return (latest, found + writes.indices.filter { rows[$0] == nil }.map { (writes[$0], nil) })
     }
 
     /// Commits `writes` in one transaction, each finished once it has committed.
@@ -186,28 +219,20 @@ final class PGWriter: Sendable {
             let started = ContinuousClock.now
             let connection: PGConnection
             var latest: Int
+            var ordered: [(any PGWrite, prefetched: SQLRow?)]
+            let fast = pipelining ? Self.fastPaths(remaining) : []
             do {
                 connection = try open()
-                // READ COMMITTED whatever the server's default: `max(item)` must see the commit
-                // of whoever held the lock before, which a snapshot taken earlier would not.
-                // Every replica's writes wait for this transaction's lock while it holds it: if
-                // this replica vanishes mid-transaction, the server must notice soon (keepalives)
-                // and end the transaction (idle timeout); waiting for another replica's lock, or a
-                // row, ends in a 503 after 10 s rather than never. `SET LOCAL`: the settings end
-                // with the transaction, so no session state is left on a connection a pooler in
-                // transaction mode hands to someone else next.
-                let last = try connection.executeScript(
-                    """
-                    BEGIN ISOLATION LEVEL READ COMMITTED;
-                    SET LOCAL idle_in_transaction_session_timeout = '30s'; SET LOCAL lock_timeout = '10s';
-                    SET LOCAL tcp_keepalives_idle = 10; SET LOCAL tcp_keepalives_interval = 5;
-                    SET LOCAL tcp_keepalives_count = 3;
-                    SELECT pg_advisory_xact_lock(\(lockKey)); SELECT max(item) FROM change_log
-                    """)
-                latest = (last.int(0, 0) ?? 0) >> ChangeLog.itemBits
+                (latest, ordered) = try begin(Array(remaining), fastPaths: fast, on: connection)
             } catch {
-                // Never keep a connection whose transaction may be open and aborted.
                 let stale = self.connection != nil
+                if !fast.isEmpty, !error.isConnectionFailure, let connection = self.connection, connection.isOpen {
+                    // Maybe a fast-path statement failed: every write runs by itself instead.
+                    SQLSession.postgres(connection).rollback()
+                    pipelining = false
+                    continue
+                }
+                // Never keep a connection whose transaction may be open and aborted.
                 self.connection = nil
                 // A connection found dead at its first statement (the server restarted since):
                 // nothing ran, so one new connection may try again at once.
@@ -224,19 +249,6 @@ final class PGWriter: Sendable {
             var done: [(any PGWrite, Result<CommittedChange?, StoreError>)] = []
             var rows: [[SQLiteValue]] = []
             var retry = false
-            var ordered: [(any PGWrite, prefetched: SQLRow?)]
-            do {
-                ordered = try pipelineFastPaths(Array(remaining), on: connection, enabled: pipelining)
-            } catch {
-                session.rollback()
-                if error.isConnectionFailure {
-                    self.connection = nil
-                    remaining.forEach { $0.finish(nil, error) }
-                    return
-                }
-                pipelining = false
-                continue
-            }
             remaining = []
             while !ordered.isEmpty {
                 let (write, prefetched) = ordered.removeFirst()
@@ -278,22 +290,28 @@ final class PGWriter: Sendable {
             }
             if retry { continue }
             let changes = done.compactMap { try? $0.1.get() }
-            do {
-                if !rows.isEmpty {
-                    try session.run(Self.insertLog, Self.columnArrays(rows))
-                    if let prune = ChangeLog.pruneBound(after: first, through: latest, history: history) {
-                        try session.run("DELETE FROM change_log WHERE item < ?", [.int(prune)])
-                    }
+            // The second round trip, in one pipeline: the batch's log rows, the pruning, the
+            // notification (sent at the commit, never before: a replica that hears it finds the
+            // change in the log) and the commit.
+            var end: [(sql: String, values: [PGValue])] = []
+            if !rows.isEmpty {
+                end.append(
+                    (SQLSession.postgresSQL(Self.insertLog), Self.columnArrays(rows).map(SQLSession.postgresValue)))
+                if let prune = ChangeLog.pruneBound(after: first, through: latest, history: history) {
+                    end.append(("DELETE FROM change_log WHERE item < $1", [.int(prune)]))
                 }
-                // The notification is sent at the commit, never before: a replica that hears it
-                // finds the change in the log.
-                let notify = changes.last.map { "SELECT pg_notify('\(channel)', '\($0.seq)'); " } ?? ""
-                try connection.executeScript(notify + "COMMIT")
+            }
+            if let last = changes.last {
+                end.append(("SELECT pg_notify($1, $2)", [.text(channel), .text(String(last.seq))]))
+            }
+            end.append(("COMMIT", []))
+            do {
+                _ = try connection.pipeline(end)
             } catch {
                 // Whether a commit whose answer was lost took effect is unknown: the writes are
                 // answered as failed (503), and the change feed reads the log whatever happened.
                 session.rollback()
-                if (error as? PGError)?.isConnectionFailure ?? true { self.connection = nil }
+                if error.isConnectionFailure || !connection.isOpen { self.connection = nil }
                 done.forEach { $0.0.finish(nil, error) }
                 return
             }

@@ -1,0 +1,205 @@
+/*
+ * floor: the least a server can do to fan one change out to every subscriber on this machine.
+ *
+ * It speaks just enough HTTP/1.1 for Benchmarks/fanout.sh and Benchmarks/fanout/fanout.c, which
+ * drive it exactly as they drive library-server:
+ *
+ *   POST /libraries, POST /books    -> 201 {"id":"1"} (the setup's calls; nothing is stored)
+ *   GET  /books/{id}/events...      -> an event stream: its head and one snapshot event
+ *   PATCH /books/{id} {"title":"T"} -> the event `{"title":"T"}` encoded once, then one send()
+ *                                      per subscriber, in the order they came, then 200 {}
+ *   anything else                   -> 404
+ *
+ * Nothing else: no database, no JSON beyond finding the title, no per-subscriber state but the
+ * socket, no heartbeats, one thread, epoll. What it costs per subscriber and event is the kernel's
+ * loopback send and the receivers' wake-ups: the physical limit that a real server's fan-out is
+ * measured against (Benchmarks/fanout-floor.sh runs both in the same rounds). A subscriber whose
+ * socket buffer is full loses the event (counted on stderr at exit); with one small event per
+ * round that never happens here.
+ *
+ *   cc -O2 -o floor floor.c
+ *   floor [--port P] [any other library-server flags, ignored]
+ *
+ * Prints "listening on http://127.0.0.1:PORT" when ready; stops on SIGTERM or SIGINT.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define MAX_FDS 65536
+#define REQUEST_MAX 4096
+
+struct connection {
+    char *buf; /* the request read so far (until it is answered) */
+    int len;
+    int subscriber; /* 1 once it is an event stream */
+};
+
+static struct connection conns[MAX_FDS];
+static int *subscribers;
+static int n_subscribers;
+static long event_id;
+static long dropped;
+static volatile sig_atomic_t stopping;
+
+static void on_signal(int sig) {
+    (void)sig;
+    stopping = 1;
+}
+
+static void drop(int epfd, int fd) {
+    epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+    close(fd);
+    free(conns[fd].buf);
+    conns[fd].buf = NULL;
+    conns[fd].len = 0;
+    if (conns[fd].subscriber) {
+        conns[fd].subscriber = 0;
+        for (int i = 0; i < n_subscribers; i++) {
+            if (subscribers[i] == fd) {
+                memmove(&subscribers[i], &subscribers[i + 1], (size_t)(n_subscribers - i - 1) * sizeof(int));
+                n_subscribers--;
+                break;
+            }
+        }
+    }
+}
+
+static void reply(int fd, const char *status, const char *body) {
+    char out[512];
+    int len = snprintf(out, sizeof out,
+                       "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", status,
+                       strlen(body), body);
+    (void)send(fd, out, (size_t)len, MSG_NOSIGNAL);
+}
+
+/* The event of a PATCH, encoded once and sent to every subscriber, one send() each. */
+static void fan_out(const char *title, int title_len) {
+    char event[256];
+    int len = snprintf(event, sizeof event, "event: change\nid: %ld\ndata: {\"title\":\"%.*s\"}\n\n", ++event_id,
+                       title_len, title);
+    for (int i = 0; i < n_subscribers; i++) {
+        if (send(subscribers[i], event, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) != len) dropped++;
+    }
+}
+
+/* Handles every complete request in the connection's buffer; returns 0 to keep the connection. */
+static int handle(int epfd, int fd) {
+    struct connection *c = &conns[fd];
+    for (;;) {
+        char *end = memmem(c->buf, (size_t)c->len, "\r\n\r\n", 4);
+        if (!end) return c->len >= REQUEST_MAX ? -1 : 0;
+        int head = (int)(end - c->buf) + 4;
+        long body = 0;
+        for (char *p = c->buf; p < end; p++) {
+            if (*p == '\n' && strncasecmp(p + 1, "content-length:", 15) == 0) body = strtol(p + 16, NULL, 10);
+        }
+        if (body < 0 || head + body > REQUEST_MAX) return -1;
+        if (c->len < head + body) return 0;
+        if (strncmp(c->buf, "GET ", 4) == 0 && memmem(c->buf, (size_t)head, "/events", 7)) {
+            static const char stream[] =
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n\r\n"
+                "retry: 2000\n\nevent: snapshot\nid: 0\ndata: {\"title\":\"initial\"}\n\n";
+            if (send(fd, stream, sizeof stream - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof stream - 1)) return -1;
+            c->subscriber = 1;
+            subscribers[n_subscribers++] = fd;
+            free(c->buf);
+            c->buf = NULL;
+            c->len = 0;
+            return 0; /* a stream sends no more requests */
+        } else if (strncmp(c->buf, "PATCH ", 6) == 0) {
+            char *title = memmem(c->buf + head, (size_t)body, "\"title\":\"", 9);
+            if (title) {
+                title += 9;
+                char *close = memchr(title, '"', (size_t)(c->buf + head + body - title));
+                if (close) fan_out(title, (int)(close - title));
+            }
+            reply(fd, "200 OK", "{}");
+        } else if (strncmp(c->buf, "POST ", 5) == 0) {
+            reply(fd, "201 Created", "{\"id\":\"1\"}");
+        } else {
+            reply(fd, "404 Not Found", "{}");
+        }
+        memmove(c->buf, c->buf + head + body, (size_t)(c->len - head - body));
+        c->len -= head + (int)body;
+    }
+    (void)epfd;
+}
+
+int main(int argc, char **argv) {
+    int port = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) port = atoi(argv[++i]);
+    }
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    subscribers = malloc(MAX_FDS * sizeof(int));
+    if (!subscribers) return 1;
+
+    int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(listener, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(listener, 4096) != 0) {
+        perror("floor: bind/listen");
+        return 1;
+    }
+    socklen_t addr_len = sizeof addr;
+    getsockname(listener, (struct sockaddr *)&addr, &addr_len);
+    printf("listening on http://127.0.0.1:%d\n", ntohs(addr.sin_port));
+    fflush(stdout);
+
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = listener};
+    epoll_ctl(epfd, EPOLL_CTL_ADD, listener, &ev);
+    struct epoll_event events[512];
+    while (!stopping) {
+        int n = epoll_wait(epfd, events, 512, 1000);
+        for (int i = 0; i < n; i++) {
+            int fd = events[i].data.fd;
+            if (fd == listener) {
+                int client;
+                while ((client = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+                    if (client >= MAX_FDS) {
+                        close(client);
+                        continue;
+                    }
+                    setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                    struct epoll_event cev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = client};
+                    epoll_ctl(epfd, EPOLL_CTL_ADD, client, &cev);
+                }
+                continue;
+            }
+            struct connection *c = &conns[fd];
+            if (!c->buf && !c->subscriber) c->buf = malloc(REQUEST_MAX);
+            char scratch[512];
+            char *into = c->subscriber ? scratch : c->buf + c->len;
+            size_t room = c->subscriber ? sizeof scratch : (size_t)(REQUEST_MAX - c->len);
+            ssize_t got = read(fd, into, room);
+            if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+                drop(epfd, fd);
+                continue;
+            }
+            if (got < 0 || c->subscriber) continue;
+            c->len += (int)got;
+            if (handle(epfd, fd) != 0) drop(epfd, fd);
+        }
+    }
+    fprintf(stderr, "floor: %d subscribers at exit, %ld events, %ld sends dropped\n", n_subscribers, event_id,
+            dropped);
+    return 0;
+}
