@@ -11,14 +11,16 @@
  *   anything else                   -> 404
  *
  * Nothing else: no database, no JSON beyond finding the title, no per-subscriber state but the
- * socket, no heartbeats, one thread, epoll. What it costs per subscriber and event is the kernel's
+ * socket, no heartbeats. One thread reads requests (epoll); the sends are spread over one thread
+ * per core (`--threads`, default the number of online CPUs), each sending to its share of the
+ * subscribers when woken through an eventfd, as a server with a loop per core would. What it costs per subscriber and event is the kernel's
  * loopback send and the receivers' wake-ups: the physical limit that a real server's fan-out is
  * measured against (Benchmarks/fanout-floor.sh runs both in the same rounds). A subscriber whose
  * socket buffer is full loses the event (counted on stderr at exit); with one small event per
  * round that never happens here.
  *
- *   cc -O2 -o floor floor.c
- *   floor [--port P] [any other library-server flags, ignored]
+ *   cc -O2 -pthread -o floor floor.c
+ *   floor [--port P] [--threads T] [any other library-server flags, ignored]
  *
  * Prints "listening on http://127.0.0.1:PORT" when ready; stops on SIGTERM or SIGINT.
  */
@@ -31,7 +33,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -48,7 +54,31 @@ static struct connection conns[MAX_FDS];
 static int *subscribers;
 static int n_subscribers;
 static long event_id;
-static long dropped;
+static atomic_long dropped;
+
+/* The sending threads: each owns the subscribers at indexes i with i % n_senders == its index. */
+#define MAX_SENDERS 64
+static int n_senders;
+static int sender_wake[MAX_SENDERS];
+static int sender_done; /* eventfd the senders signal when they have sent one event */
+static char event_buf[256];
+static int event_len;
+static int event_subscribers; /* how many of `subscribers` the current event goes to */
+
+static void *sender(void *arg) {
+    int index = (int)(intptr_t)arg;
+    uint64_t value;
+    for (;;) {
+        if (read(sender_wake[index], &value, sizeof value) != sizeof value) continue;
+        for (int i = index; i < event_subscribers; i += n_senders) {
+            if (send(subscribers[i], event_buf, (size_t)event_len, MSG_NOSIGNAL | MSG_DONTWAIT) != event_len)
+                atomic_fetch_add(&dropped, 1);
+        }
+        value = 1;
+        (void)write(sender_done, &value, sizeof value);
+    }
+    return NULL;
+}
 static volatile sig_atomic_t stopping;
 
 static void on_signal(int sig) {
@@ -82,13 +112,17 @@ static void reply(int fd, const char *status, const char *body) {
     (void)send(fd, out, (size_t)len, MSG_NOSIGNAL);
 }
 
-/* The event of a PATCH, encoded once and sent to every subscriber, one send() each. */
+/* The event of a PATCH, encoded once and sent to every subscriber, one send() each, by the
+ * sending threads at once; returns when all of them are done (the subscriber list is not changed
+ * meanwhile: this thread is the only one that changes it). */
 static void fan_out(const char *title, int title_len) {
-    char event[256];
-    int len = snprintf(event, sizeof event, "event: change\nid: %ld\ndata: {\"title\":\"%.*s\"}\n\n", ++event_id,
-                       title_len, title);
-    for (int i = 0; i < n_subscribers; i++) {
-        if (send(subscribers[i], event, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) != len) dropped++;
+    event_len = snprintf(event_buf, sizeof event_buf, "event: change\nid: %ld\ndata: {\"title\":\"%.*s\"}\n\n",
+                         ++event_id, title_len, title);
+    event_subscribers = n_subscribers;
+    uint64_t one = 1, value;
+    for (int i = 0; i < n_senders; i++) (void)write(sender_wake[i], &one, sizeof one);
+    for (int done = 0; done < n_senders;) {
+        if (read(sender_done, &value, sizeof value) == sizeof value) done += (int)value;
     }
 }
 
@@ -137,8 +171,19 @@ static int handle(int epfd, int fd) {
 
 int main(int argc, char **argv) {
     int port = 0;
+    n_senders = (int)sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) port = atoi(argv[++i]);
+        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) n_senders = atoi(argv[++i]);
+    }
+    if (n_senders < 1) n_senders = 1;
+    if (n_senders > MAX_SENDERS) n_senders = MAX_SENDERS;
+    sender_done = eventfd(0, EFD_CLOEXEC);
+    for (int i = 0; i < n_senders; i++) {
+        sender_wake[i] = eventfd(0, EFD_CLOEXEC);
+        pthread_t thread;
+        pthread_create(&thread, NULL, sender, (void *)(intptr_t)i);
+        pthread_detach(thread);
     }
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa;
@@ -199,7 +244,7 @@ int main(int argc, char **argv) {
             if (handle(epfd, fd) != 0) drop(epfd, fd);
         }
     }
-    fprintf(stderr, "floor: %d subscribers at exit, %ld events, %ld sends dropped\n", n_subscribers, event_id,
-            dropped);
+    fprintf(stderr, "floor: %d subscribers at exit, %ld events, %ld sends dropped, %d sending threads\n",
+            n_subscribers, event_id, atomic_load(&dropped), n_senders);
     return 0;
 }
