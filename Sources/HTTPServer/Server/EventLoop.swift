@@ -23,7 +23,15 @@ protocol EventHandler: AnyObject {
 final class EventLoop: @unchecked Sendable {  // handler state is touched only on the loop thread; `tasks` is a Mutex
     private let epoll: Int32
     private let wakeFD: Int32
-    private let tasks = Mutex<(pending: [@Sendable () -> Void], woken: Bool)>(([], false))
+    /// Work handed to the loop by other threads, in order.
+    private enum Task: Sendable {
+        case run(@Sendable () -> Void)
+        /// Bytes for a stream's connection (`HTTPStream.write`): the commonest task by far (one
+        /// per subscriber and event), queued as a value, with no closure to allocate.
+        case streamWrite(fd: Int32, connectionID: UInt64, bytes: [UInt8])
+    }
+
+    private let tasks = Mutex<(pending: [Task], woken: Bool)>(([], false))
     private var handlers: [(any EventHandler)?] = []
     private var running = true
     private let threadID = Atomic<UInt>(0)
@@ -60,6 +68,16 @@ final class EventLoop: @unchecked Sendable {  // handler state is touched only o
 
     /// Runs `task` on the loop thread, soon.
     func execute(_ task: @escaping @Sendable () -> Void) {
+        enqueue(.run(task))
+    }
+
+    /// Writes `bytes` to the stream of connection `id` on `fd` on the loop thread, soon, in order
+    /// with the tasks given to `execute`.
+    func executeStreamWrite(fd: Int32, connectionID: UInt64, bytes: [UInt8]) {
+        enqueue(.streamWrite(fd: fd, connectionID: connectionID, bytes: bytes))
+    }
+
+    private func enqueue(_ task: Task) {
         let wake = tasks.withLock { state in
             state.pending.append(task)
             if state.woken { return false }
@@ -165,7 +183,12 @@ final class EventLoop: @unchecked Sendable {  // handler state is touched only o
             state.woken = false
             return state.pending.swapAndClear()
         }
-        for task in batch { task() }
+        for task in batch {
+            switch task {
+            case .run(let body): body()
+            case .streamWrite(let fd, let id, let bytes): connection(fd, id)?.writeStream(bytes)
+            }
+        }
     }
 }
 

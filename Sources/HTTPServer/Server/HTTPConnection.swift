@@ -323,7 +323,12 @@ final class HTTPConnection: EventHandler {
             return close()  // the client stopped reading; it can reconnect and resume
         }
         if chunked {
-            output.append(contentsOf: String(bytes.count, radix: 16).utf8)
+            // The chunk size in hex, without making a String of it.
+            let digits = (Int.bitWidth - bytes.count.leadingZeroBitCount + 3) / 4
+            for shift in stride(from: (digits - 1) * 4, through: 0, by: -4) {
+                let digit = UInt8((bytes.count >> shift) & 0xF)
+                output.append(digit < 10 ? 48 + digit : 87 + digit)
+            }
             output.append(13)
             output.append(10)
         }

@@ -84,7 +84,11 @@ package struct HTTPStream: Sendable {
     /// Appends bytes to the stream; dropped silently once the stream has ended.
     package func write(_ bytes: [UInt8]) {
         progress.posted.add(1, ordering: .relaxed)
-        run { $0.writeStream(bytes) }
+        if loop.isCurrent {
+            loop.connection(fd, connectionID)?.writeStream(bytes)
+        } else {
+            loop.executeStreamWrite(fd: fd, connectionID: connectionID, bytes: bytes)
+        }
     }
 
     /// Writes not yet handed to the kernel. Producers hold back (and coalesce) when it grows,
