@@ -35,6 +35,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "lib"))
+from benchlib import Server, commit, log, machine, stop_all  # noqa: E402
 ROOT = os.path.dirname(HERE)
 OURS = os.path.join(ROOT, ".build", "release", "library-server")
 COMPARATOR = os.path.join(HERE, ".build", "release", "hummingbird-comparator")
@@ -67,70 +69,6 @@ SERVES = {"hummingbird-plain": {"get", "patch", "mix"}}
 
 def serves(server_name, workload):
     return workload in SERVES.get(server_name, WORKLOADS)
-
-running = []
-
-
-def stop_all(*_):
-    for process in running:
-        if process.poll() is None:
-            process.kill()
-    if _:
-        sys.exit(130)
-
-
-signal.signal(signal.SIGTERM, stop_all)
-signal.signal(signal.SIGINT, stop_all)
-
-
-def log(message):
-    print(message, flush=True)
-
-
-class Server:
-    """A server process on a free port, stopped with SIGTERM (or killed) when done."""
-
-    def __init__(self, command, ready_timeout=120):
-        started = time.monotonic()
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        running.append(self.process)
-        self.port = None
-        deadline = started + ready_timeout
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                break
-            match = re.match(r"listening on http://127\.0\.0\.1:(\d+)", line)
-            if match:
-                self.port = int(match.group(1))
-                break
-        if self.port is None:
-            self.stop()
-            raise RuntimeError("%s did not start" % command[0])
-        self.startup_seconds = time.monotonic() - started
-
-    def status(self, key):
-        with open("/proc/%d/status" % self.process.pid) as status:
-            for line in status:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-        return 0
-
-    def cpu_seconds(self):
-        with open("/proc/%d/stat" % self.process.pid) as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        running.remove(self.process)
-
 
 def wrk(port, workload, seconds, args, books, libraries):
     environment = dict(os.environ, BENCH_LUA=os.path.join(HERE, "wrk"), BOOKS=str(books), LIBRARIES=str(libraries))
@@ -468,21 +406,6 @@ def svg_chart(results):
     return "\n".join(parts) + "\n"
 
 
-def update_readme(text, block="benchmark"):
-    """Replaces README.md's text between `<!-- BLOCK:begin -->` and `<!-- BLOCK:end -->`."""
-    path = os.path.join(ROOT, "README.md")
-    with open(path) as readme:
-        content = readme.read()
-    begin, end = "<!-- %s:begin -->" % block, "<!-- %s:end -->" % block
-    if begin not in content or end not in content:
-        log("README.md has no %s markers; not updated" % block)
-        return
-    head, rest = content.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    with open(path, "w") as readme:
-        readme.write(head + begin + "\n" + text + "\n" + end + tail)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     numbers = lambda text: [int(part) for part in text.split(",") if part]
@@ -551,6 +474,7 @@ def main():
     for section in ("compare", "scale", "fanout", "observation"):
         results.setdefault("dates", {}).setdefault(section, results["date"])
 
+    results["commit"], results["machine"] = commit(), machine()
     text = markdown(results)
     os.makedirs(RESULTS, exist_ok=True)
     with open(os.path.join(RESULTS, "results.md"), "w") as out:
@@ -561,7 +485,7 @@ def main():
         with open(os.path.join(RESULTS, "chart.svg"), "w") as out:
             out.write(svg_chart(results))
     if not args.no_readme:
-        update_readme(text + "\n![Benchmark chart](Benchmarks/results/chart.svg)\n")
+        subprocess.run([sys.executable, os.path.join(HERE, "figures.py")], check=True)
     log("")
     log(text)
     for row in results.get("compare", []):

@@ -10,8 +10,9 @@
 # is what the kernel's loopback and the subscribers' wake-ups cost on this machine at that moment;
 # ours ÷ floor is what library-server adds.
 #
-# Prints one line per run and a markdown table of medians, and writes
-# Benchmarks/results/fanout-floor.json (with the commit and the machine). SERVER: the
+# Prints one line per run and a markdown table of medians, writes
+# Benchmarks/results/fanout-floor.json (with the commit and the machine) and has
+# Benchmarks/figures.py put it in the README. SERVER: the
 # library-server binary (default .build/release/library-server).
 set -euo pipefail
 
@@ -53,7 +54,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 
 python3 - "$RUNS" "$N" "$R" "$ROUNDS" "$ROOT" <<'PYTHON'
-import json, os, platform, statistics, subprocess, sys
+import datetime, json, os, platform, statistics, subprocess, sys
 runs_path, n, r, rounds, root = sys.argv[1:]
 runs = [line.split("\t") for line in open(runs_path).read().splitlines()]
 def values(name, column):
@@ -66,7 +67,7 @@ for name in ("ours", "floor"):
 ratio = summary["ours"]["p99Ms"] / summary["floor"]["p99Ms"] if summary["floor"]["p99Ms"] else None
 commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
 record = {
-    "benchmark": "fanout-floor", "commit": commit, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+    "benchmark": "fanout-floor", "commit": commit, "date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
     "subscribers": int(n), "changes": int(r), "rounds": int(rounds), "medians": summary, "p99Ratio": ratio,
     "runs": [{"round": int(run[0]), "server": run[1], "p50Ms": float(run[2]), "p99Ms": float(run[3]),
               "maxMs": float(run[4]), "missed": int(run[5] or 0),
@@ -90,3 +91,4 @@ print()
 print(f"p99 ours ÷ floor: {ratio:.2f}" if ratio else "p99 ratio: unknown")
 print(f"(written to {os.path.relpath(path, root)})")
 PYTHON
+python3 "$ROOT/Benchmarks/figures.py"

@@ -34,8 +34,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
-sys.path.insert(0, HERE)
-from bench import Server, log, stop_all, update_readme  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "lib"))
+from benchlib import Server, commit, dechunk, log, machine, metric, percentile, stop_all  # noqa: E402
 
 LIBRARY = "00000000-0000-4000-8000-000000000001"
 
@@ -45,22 +45,6 @@ def remove_database(path):
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(path + suffix):
             os.remove(path + suffix)
-
-
-def dechunk(raw, body):
-    """Moves the complete chunks of chunked framing from `raw` to `body` (both bytearrays),
-    leaving an incomplete one in `raw`."""
-    position = 0
-    while True:
-        end = raw.find(b"\r\n", position)
-        if end < 0:
-            break
-        size = int(raw[position:end], 16)
-        if len(raw) < end + 4 + size:
-            break
-        body += raw[end + 2:end + 2 + size]
-        position = end + 4 + size
-    del raw[:position]
 
 
 class EventReader:
@@ -171,24 +155,6 @@ def time_to_snapshot(port, path=None):
     finally:
         reader.close()
     raise RuntimeError("no snapshot")
-
-
-def metric(port, name):
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
-        connection.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        data = b""
-        while True:
-            chunk = connection.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    match = re.search((r"^%s(?:\{[^}]*\})? (\d+)" % name).encode(), data, re.M)
-    return int(match.group(1)) if match else 0
-
-
-def percentile(values, fraction):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else float("nan")
 
 
 def run_wrk(port, books, seconds, connections):
@@ -525,14 +491,16 @@ def main():
         with open(os.path.join(RESULTS, "live-collection.md"), "w") as out:
             out.write(text + "\n")
         with open(os.path.join(RESULTS, "live-collection.json"), "w") as out:
-            json.dump({"date": datetime.date.today().isoformat(), "rows": rows}, out, indent=1)
+            json.dump({"date": datetime.date.today().isoformat(), "commit": commit(), "machine": machine(), "rows": rows},
+                      out, indent=1)
     elif not args.no_readme:
         os.makedirs(RESULTS, exist_ok=True)
         with open(os.path.join(RESULTS, "live.md"), "w") as out:
             out.write(text + "\n")
         with open(os.path.join(RESULTS, "live.json"), "w") as out:
-            json.dump({"date": datetime.date.today().isoformat(), "rows": rows}, out, indent=1)
-        update_readme(text, block="live")
+            json.dump({"date": datetime.date.today().isoformat(), "commit": commit(), "machine": machine(), "rows": rows},
+                      out, indent=1)
+        subprocess.run([sys.executable, os.path.join(HERE, "figures.py")], check=True)
     log("")
     log(text)
     failures = [row for row in rows if row["stale"] or row["missing"] or row["non2xx"] or row["socket_errors"]]

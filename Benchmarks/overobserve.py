@@ -15,7 +15,7 @@ carries a field its subscriber did not ask for, and compares with what a push-ev
 it, with the whole object) would have sent: WRITES x subscribers-per-book events, each with the
 whole book.
 
-Then (part 2, Benchmarks/overobserve_collections.py) the live queries: `--copies` x 6
+Then (part 2, Benchmarks/lib/overobserve_collections.py) the live queries: `--copies` x 6
 collection subscribers (`/books/events` with author / available / libraryId filters, and
 `/libraries/events`) and `--copies` x 2 multiplexed ones (`/events` with book, library and
 collection watches), under `--collection-writes` random writes: single-field book PATCHes (author
@@ -41,7 +41,7 @@ import sys
 import os
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 
 FIELD_SETS = [["title"], ["author"], ["isbn"], ["publishedYear"], ["available"], ["title", "author"]]
 FIELDS = ["title", "author", "isbn", "publishedYear", "available"]

@@ -53,6 +53,8 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "lib"))
+from benchlib import write_result  # noqa: E402
 ROOT = os.path.dirname(HERE)
 OURS = os.path.join(ROOT, ".build", "release", "library-server")
 COMPARATOR = os.path.join(HERE, ".build", "release", "hummingbird-postgres")
@@ -436,6 +438,16 @@ def replica_writes(args, counts):
                    combined["cpu_us"], combined["db_cpu_us"]))
     for replica in replicas:
         replica.stop()
+    rows = [{"replicas": count, "rps": statistics.median(r["rps"] for r in results[count]),
+             "p99Ms": statistics.median(r["p99_us"] for r in results[count]) / 1000,
+             "cpuUs": statistics.median(r["cpu_us"] for r in results[count]),
+             "databaseCpuUs": statistics.median(r["db_cpu_us"] for r in results[count]),
+             "runs": results[count]} for count in counts]
+    path = write_result("replica-writes", {
+        "benchmark": "postgres.py --replica-writes", "fsync": args.fsync, "books": args.books,
+        "connections": args.connections, "seconds": args.seconds, "rounds": args.rounds, "rows": rows})
+    log("written to %s" % os.path.relpath(path, ROOT))
+    subprocess.run([sys.executable, os.path.join(HERE, "figures.py")], check=True)
     base = statistics.median(r["rps"] for r in results[counts[0]])
     lines = [
         "PostgreSQL (fsync %s), %d books, PATCH /books/{id} through K replicas at once, `wrk -c%d` split "

@@ -6,6 +6,9 @@
 # streams), or, for collection streams and multiplexed ones, an unrequested field or item, a wrong,
 # missing or extra event, or ends with a state unequal to the matching GET.
 #
+# First it checks that the README's benchmark tables are what Benchmarks/figures.py makes of the
+# result files (nobody edited a figure by hand, no result file changed without the README).
+#
 #   Benchmarks/smoke.sh SERVER
 set -euo pipefail
 SERVER=${1:?usage: $0 SERVER}
@@ -30,6 +33,8 @@ done
 [[ -n $PORT ]] || { echo "the server did not start" >&2; cat "$WORK/err" >&2; exit 1; }
 
 failed=0
+# The README's benchmark tables are the result files' (Benchmarks/figures.py wrote them).
+python3 "$HERE/figures.py" --check || { echo "FAIL: figures.py --check" >&2; failed=1; }
 for workload in get list post patch mix; do
     line=$(BENCH_LUA="$HERE/wrk" BOOKS=1200 LIBRARIES=12 \
         timeout 30 wrk -t1 -c4 -d1s -s "$HERE/wrk/$workload.lua" "http://127.0.0.1:$PORT" | grep '^RESULT ')

@@ -30,9 +30,8 @@ import time
 import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from bench import Server, log, stop_all  # noqa: E402
-from live import dechunk, metric, percentile  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "lib"))
+from benchlib import Server, dechunk, log, metric, percentile, stop_all  # noqa: E402
 
 LIBRARY = "00000000-0000-4000-8000-000000000001"
 TITLE = re.compile(rb'"id":"([0-9a-f-]{36})","title":"t(\d+)"')

@@ -47,7 +47,6 @@ import os
 import random
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import threading

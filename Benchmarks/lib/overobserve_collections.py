@@ -32,7 +32,7 @@ import socket
 import time
 import urllib.parse
 
-from live import dechunk
+from benchlib import dechunk
 
 WAIT_SECONDS = 10
 

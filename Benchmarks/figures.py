@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Writes the README's benchmark tables from the result files in Benchmarks/results/.
+
+    python3 Benchmarks/figures.py           # rewrite every block in README.md
+    python3 Benchmarks/figures.py --check   # exit 1 when a block differs from its result file
+
+Each benchmark writes what it measured to Benchmarks/results/ (JSON with the date, the commit and
+the machine; bench.py and live.py also their tables as .md) and nothing else; this script is the
+one place that turns them into the README's text, between `<!-- NAME:begin -->` and
+`<!-- NAME:end -->`. So a figure in the README is always the one in the file beside it, with the
+commit that measured it, and CI (Benchmarks/smoke.sh) checks that nobody edited one by hand.
+
+Blocks: `benchmark` (bench.py: results.md and chart.svg), `live` (live.py: live.md),
+`client-renders` (client-renders.sh), `fanout-floor` (fanout-floor.sh), `replica-writes`
+(postgres.py --replica-writes). A block whose result file is missing is left as it is.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+README = os.path.join(ROOT, "README.md")
+
+
+def read(name):
+    path = os.path.join(RESULTS, name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as file:
+        return json.load(file) if name.endswith(".json") else file.read().rstrip("\n")
+
+
+def number(value, digits=0):
+    return f"{value:,.{digits}f}"
+
+
+def source(data, name):
+    return (f"Commit {data['commit']}, {data.get('date', 'date not recorded')}, {data['machine']} "
+            f"(`Benchmarks/results/{name}`).")
+
+
+def benchmark():
+    table = read("results.md")
+    return None if table is None else table + "\n\n![Benchmark chart](Benchmarks/results/chart.svg)"
+
+
+def live():
+    return read("live.md")
+
+
+def client_renders():
+    data = read("client-renders.json")
+    if data is None:
+        return None
+    modes = {mode["mode"]: mode for mode in data["modes"]}
+    labels = {
+        "fields": "`fields`: this client (watches exactly the fields read)",
+        "whole": "`whole`: same models, whole-resource subscriptions",
+        "objectWillChange": "`objectWillChange`: whole resources, any change re-renders every view of the object",
+    }
+    lines = [
+        "| client | renders | rows | available count | list | badge | details | bytes received "
+        "| title PATCH-to-render p50 / p99 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, label in labels.items():
+        mode = modes[name]
+        views = mode["rendersPerView"]
+        lines.append(
+            f"| {label} | {number(mode['renders'])} | {number(views['row'])} | {number(views['available'])} "
+            f"| {number(views['list'])} | {number(views['badge'])} | {number(views['detail'])} "
+            f"| {number(mode['bytes'])} | {mode['latencyP50Ms']:.1f} ms / {mode['latencyP99Ms']:.1f} ms |")
+    fields, whole, push = modes["fields"], modes["whole"], modes["objectWillChange"]
+    lines += [
+        "",
+        f"{data['books']:,} books, {data['seconds']} s at {data['writesPerSecond']} writes/s. "
+        + source(data, "client-renders.json")
+        + f" The `objectWillChange` screen renders **{push['renders'] / fields['renders']:.2f}x** as often as "
+        f"this client (rows {push['rendersPerView']['row'] / fields['rendersPerView']['row']:.2f}x, the available "
+        f"count {push['rendersPerView']['available'] / fields['rendersPerView']['available']:.2f}x); whole-resource "
+        f"subscriptions receive **{whole['bytes'] / fields['bytes']:.2f}x** the bytes for the same renders. Streams "
+        f"opened per mode: {', '.join(str(modes[n]['streamsOpened']) for n in labels)}; "
+        f"{fields['titlesRendered']} of the {fields['titlesWritten']} titles written were rendered.",
+    ]
+    return "\n".join(lines)
+
+
+def fanout_floor():
+    data = read("fanout-floor.json")
+    if data is None:
+        return None
+    ours, floor = data["medians"]["ours"], data["medians"]["floor"]
+    subscribers, changes = data["subscribers"], data["changes"]
+    lines = [
+        "| server | p50 | p99 | server CPU per change | per event delivered |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for label, row in (("library-server", ours), ("floor", floor)):
+        per_change = row["cpuMs"] / changes
+        lines.append(f"| {label} | {row['p50Ms']:.1f} ms | {row['p99Ms']:.1f} ms | {per_change:.0f} ms "
+                     f"| {per_change * 1000 / subscribers:.1f} µs |")
+    lines += [
+        "",
+        f"{subscribers:,} subscribers of one book, {changes} changes per run, medians of {data['rounds']} "
+        f"rounds. " + source(data, "fanout-floor.json")
+        + f" p99 ours ÷ floor: **{data['p99Ratio']:.2f}**; CPU per event ours ÷ floor: "
+        f"**{ours['cpuMs'] / floor['cpuMs']:.2f}**.",
+    ]
+    return "\n".join(lines)
+
+
+def replica_writes():
+    data = read("replica-writes.json")
+    if data is None:
+        return None
+    rows = data["rows"]
+    base = rows[0]["rps"]
+    lines = [
+        "| replicas written through | combined req/s | p99 | ÷ one replica "
+        "| CPU per write: all replicas + PostgreSQL (µs) | of which PostgreSQL (µs) |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(f"| {row['replicas']} | {number(row['rps'])} | {row['p99Ms']:.1f} ms | {row['rps'] / base:.2f} "
+                     f"| {row['cpuUs']:.0f} | {row['databaseCpuUs']:.0f} |")
+    lines += [
+        "",
+        f"PostgreSQL with fsync {data['fsync']}, {data['books']:,} books, `wrk` with {data['connections']} "
+        f"connections split between the replicas written through, {data['seconds']} s per run, medians of "
+        f"{data['rounds']} rounds. " + source(data, "replica-writes.json"),
+    ]
+    return "\n".join(lines)
+
+
+BLOCKS = {
+    "benchmark": benchmark,
+    "live": live,
+    "client-renders": client_renders,
+    "fanout-floor": fanout_floor,
+    "replica-writes": replica_writes,
+}
+
+
+def render(content):
+    """README text with every block whose result file exists rewritten; the names of the blocks
+    missing from the README."""
+    missing = []
+    for name, make in BLOCKS.items():
+        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+        if begin not in content or end not in content:
+            missing.append(name)
+            continue
+        text = make()
+        if text is None:
+            continue
+        head, rest = content.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        content = head + begin + "\n" + text + "\n" + end + tail
+    return content, missing
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when README.md is not current")
+    args = parser.parse_args()
+    with open(README) as file:
+        content = file.read()
+    rendered, missing = render(content)
+    if missing:
+        print(f"figures: README.md has no block for {', '.join(missing)}", file=sys.stderr)
+        return 1
+    if args.check:
+        if rendered != content:
+            print("figures: README.md's benchmark blocks differ from Benchmarks/results/; "
+                  "run python3 Benchmarks/figures.py", file=sys.stderr)
+            return 1
+        print(f"figures: README.md's {len(BLOCKS)} benchmark blocks match Benchmarks/results/")
+        return 0
+    if rendered != content:
+        with open(README, "w") as file:
+            file.write(rendered)
+        print("figures: README.md updated")
+    else:
+        print("figures: README.md already current")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
