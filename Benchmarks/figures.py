@@ -133,6 +133,10 @@ def replica_writes():
         f"connections split between the replicas written through, {data['seconds']} s per run, medians of "
         f"{data['rounds']} rounds. " + source(data, "replica-writes.json"),
     ]
+    memory = data.get("largestReplicaAnonRssMiB")
+    if memory:
+        lines += ["", "The largest replica's anonymous RSS after each run, in order: "
+                  + ", ".join(f"{value:.0f}" for value in memory) + " MiB."]
     return "\n".join(lines)
 
 

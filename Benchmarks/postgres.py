@@ -54,7 +54,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
-from benchlib import write_result  # noqa: E402
+from benchlib import Server, running, write_result  # noqa: E402
 ROOT = os.path.dirname(HERE)
 OURS = os.path.join(ROOT, ".build", "release", "library-server")
 COMPARATOR = os.path.join(HERE, ".build", "release", "hummingbird-postgres")
@@ -70,7 +70,6 @@ def log(message):
 # ---------------------------------------------------------------------------------------------
 # Processes: every one started here is stopped at exit, and the cluster removed.
 
-running = []
 cluster = None
 
 
@@ -192,60 +191,6 @@ class Cluster:
         self.started = False
 
 
-class Server:
-    """A server process on a free port (`--port 0`, read back from `listening on ...`)."""
-
-    def __init__(self, name, command, ready_timeout=120, keep_errors=True):
-        self.name = name
-        # library-server's access log (one line per request on stderr) goes to /dev/null, as in
-        # bench.py; otherwise stderr is kept to explain a failed start.
-        self.errors = tempfile.TemporaryFile(mode="w+") if keep_errors else subprocess.DEVNULL
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.errors, text=True)
-        running.append(self.process)
-        self.port = None
-        deadline = time.monotonic() + ready_timeout
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                break
-            match = re.match(r"listening on http://127\.0\.0\.1:(\d+)", line)
-            if match:
-                self.port = int(match.group(1))
-                break
-        if self.port is None:
-            self.stop()
-            detail = "(stderr not kept)"
-            if keep_errors:
-                self.errors.seek(0)
-                detail = self.errors.read()[-4000:]
-            raise RuntimeError("%s did not start: %s" % (command[0], detail))
-        # Keep reading stdout, so a chatty server never blocks on a full pipe.
-        threading.Thread(target=lambda: [None for _ in self.process.stdout], daemon=True).start()
-
-    def status_kib(self, key):
-        with open("/proc/%d/status" % self.process.pid) as status:
-            for line in status:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-        return 0
-
-    def cpu_seconds(self):
-        with open("/proc/%d/stat" % self.process.pid) as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.process in running:
-            running.remove(self.process)
-
-
 # ---------------------------------------------------------------------------------------------
 # Schema and data
 
@@ -262,7 +207,8 @@ def create_schema(args, db):
         log("schema: applied %s with psql" % MIGRATIONS)
         return
     # library-server runs its migrations when it starts on the database.
-    server = Server("library-server", [args.server, "--port", "0", "--database", db.url, "--log-level", "warning"])
+    server = Server([args.server, "--port", "0", "--database", db.url, "--log-level", "warning"],
+                    name="library-server", keep_errors=True)
     server.stop()
     if server.process.returncode not in (0, -signal.SIGTERM):
         raise RuntimeError("library-server exited with %d after creating the schema" % server.process.returncode)
@@ -402,8 +348,8 @@ def markdown(results, rss, args, names):
 
 def replica_writes(args, counts):
     """PATCH through K replicas at once for each K in `counts`: the combined write rate."""
-    replicas = [Server("replica%d" % (n + 1), [args.server, "--port", "0", "--database", cluster.url],
-                       keep_errors=False) for n in range(max(counts))]
+    replicas = [Server([args.server, "--port", "0", "--database", cluster.url], name="replica%d" % (n + 1))
+                for n in range(max(counts))]
     results = {count: [] for count in counts}
     for round_index in range(args.rounds):
         order = counts[round_index % len(counts):] + counts[:round_index % len(counts)]
@@ -430,7 +376,9 @@ def replica_writes(args, counts):
             requests = max(sum(r["requests"] for r in runs), 1)
             # Every replica's CPU counts, the idle ones' too: each applies every change it hears.
             combined = {"rps": sum(r["rps"] for r in runs), "p99_us": max(r["p99_us"] for r in runs),
-                        "cpu_us": cpu * 1e6 / requests, "db_cpu_us": database * 1e6 / requests}
+                        "cpu_us": cpu * 1e6 / requests, "db_cpu_us": database * 1e6 / requests,
+                        # Memory over the run: every replica's anonymous RSS after each run.
+                        "rss_anon_mib": [replica.status("RssAnon") / 1024 for replica in replicas]}
             results[count].append(combined)
             log("round %d  PATCH through %d replica(s) (%s connections): %8.0f req/s combined, p99 %6.2f ms, "
                 "CPU %5.0f µs per write (replicas + PostgreSQL; PostgreSQL %5.0f)"
@@ -438,6 +386,8 @@ def replica_writes(args, counts):
                    combined["cpu_us"], combined["db_cpu_us"]))
     for replica in replicas:
         replica.stop()
+    memory = [max(run["rss_anon_mib"]) for round_index in range(args.rounds)
+              for run in [results[count][round_index] for count in counts]]
     rows = [{"replicas": count, "rps": statistics.median(r["rps"] for r in results[count]),
              "p99Ms": statistics.median(r["p99_us"] for r in results[count]) / 1000,
              "cpuUs": statistics.median(r["cpu_us"] for r in results[count]),
@@ -445,7 +395,8 @@ def replica_writes(args, counts):
              "runs": results[count]} for count in counts]
     path = write_result("replica-writes", {
         "benchmark": "postgres.py --replica-writes", "fsync": args.fsync, "books": args.books,
-        "connections": args.connections, "seconds": args.seconds, "rounds": args.rounds, "rows": rows})
+        "connections": args.connections, "seconds": args.seconds, "rounds": args.rounds, "rows": rows,
+        "largestReplicaAnonRssMiB": memory})
     log("written to %s" % os.path.relpath(path, ROOT))
     subprocess.run([sys.executable, os.path.join(HERE, "figures.py")], check=True)
     base = statistics.median(r["rps"] for r in results[counts[0]])
@@ -522,15 +473,14 @@ def main():
 
     servers = []
     if not args.comparator_only:
-        servers.append(Server("library-server", [args.server, "--port", "0", "--database", cluster.url],
-                              keep_errors=False))
+        servers.append(Server([args.server, "--port", "0", "--database", cluster.url], name="library-server"))
     command = [args.comparator, "--port", "0", "--database", cluster.url]
     if args.pool:
         command += ["--pool", str(args.pool)]
-    servers.append(Server("hummingbird-postgres", command))
+    servers.append(Server(command, name="hummingbird-postgres", keep_errors=True))
     if len(servers) == 2:
         check_same_answers(servers, args)
-    rss = {server.name: [server.status_kib("VmRSS"), 0, 0] for server in servers}
+    rss = {server.name: [server.status("VmRSS"), 0, 0] for server in servers}
     for server in servers:
         log("%s on port %d, pid %d, RSS %.1f MiB" % (server.name, server.port, server.process.pid,
                                                     rss[server.name][0] / 1024))
@@ -545,10 +495,10 @@ def main():
                     "PostgreSQL CPU %6.1f µs/req  RSS %5.1f MiB"
                     % (round_index + 1, workload, server.name, result["rps"], result["p50_us"] / 1000,
                        result["p99_us"] / 1000, result["cpu_us"], result["db_cpu_us"],
-                       server.status_kib("VmRSS") / 1024))
+                       server.status("VmRSS") / 1024))
     for server in servers:
-        rss[server.name][1] = server.status_kib("VmRSS")
-        rss[server.name][2] = server.status_kib("VmHWM")
+        rss[server.name][1] = server.status("VmRSS")
+        rss[server.name][2] = server.status("VmHWM")
     for server in servers:
         server.stop()
     names = [server.name for server in servers]

@@ -943,8 +943,8 @@ def main():
     what = "failover" if args.failover else "restart"
     if args.control_pid and args.ack_file:
         time.sleep(max(0.0, restart_at - time.monotonic()))
-        live = [endpoint for endpoint in endpoints if endpoint is not replicas[1] or not kill_now]
-        live = [endpoint for endpoint in live if not endpoint.killed]
+        doomed = replicas[1] if kill_now else None  # killed by now, or at the failover
+        live = [endpoint for endpoint in endpoints if not endpoint.killed and endpoint is not doomed]
         prober = Prober(live, probe_book, world, stop_probe)
         prober.start()
         requested = time.monotonic()
@@ -1185,7 +1185,7 @@ def main():
                        "create outcome unknown", "write gave up"]):
         if TALLY.count(kind):
             REPORT.note(f"{kind}: {TALLY.count(kind)} ({TALLY.describe(kind)[:200]})")
-    REPORT.note(f"per writer: " + ", ".join(f"{w.name} {w.acknowledged} ok/{w.gave_up} unknown" for w in writers))
+    REPORT.note("per writer: " + ", ".join(f"{w.name} {w.acknowledged} ok/{w.gave_up} unknown" for w in writers))
     client.close()
     return REPORT.summary()
 

@@ -13,6 +13,8 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # Benchmarks/
@@ -39,11 +41,15 @@ def log(message):
 
 
 class Server:
-    """A server process on a free port, stopped with SIGTERM (or killed) when done."""
+    """A server process on a free port (`--port 0`, read back from `listening on ...`), stopped with
+    SIGTERM (or killed) when done. Its stderr is discarded (library-server's access log is a line
+    per request) unless `keep_errors`, which keeps it to explain a failed start."""
 
-    def __init__(self, command, ready_timeout=120):
+    def __init__(self, command, ready_timeout=120, name=None, keep_errors=False):
         started = time.monotonic()
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.name = name or os.path.basename(command[0])
+        self.errors = tempfile.TemporaryFile(mode="w+") if keep_errors else subprocess.DEVNULL
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.errors, text=True)
         running.append(self.process)
         self.port = None
         deadline = started + ready_timeout
@@ -57,10 +63,17 @@ class Server:
                 break
         if self.port is None:
             self.stop()
-            raise RuntimeError("%s did not start" % command[0])
+            detail = "(stderr not kept)"
+            if keep_errors:
+                self.errors.seek(0)
+                detail = self.errors.read()[-4000:]
+            raise RuntimeError("%s did not start: %s" % (command[0], detail))
         self.startup_seconds = time.monotonic() - started
+        # Keep reading stdout, so a chatty server never blocks on a full pipe.
+        threading.Thread(target=lambda: [None for _ in self.process.stdout], daemon=True).start()
 
     def status(self, key):
+        """A `/proc/PID/status` field in kB (`VmRSS`, `VmHWM`, `RssAnon`)."""
         with open("/proc/%d/status" % self.process.pid) as status:
             for line in status:
                 if line.startswith(key + ":"):
@@ -80,7 +93,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        running.remove(self.process)
+        if self.process in running:
+            running.remove(self.process)
 
 
 def dechunk(raw, body):

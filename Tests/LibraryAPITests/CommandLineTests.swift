@@ -55,6 +55,20 @@ import Testing
         #expect(result.stderr.contains("above 0, at most 3600"), "\(result.stderr)")
     }
 
+    @Test func `a listen database is refused unless both URIs are PostgreSQL's`() throws {
+        let refused: [([String], String)] = [
+            (["--database", ":memory:", "--listen-database", "postgres://u@127.0.0.1:9/db"], "needs --database"),
+            (["--database", "postgres://u@127.0.0.1:9/db", "--listen-database", "./x.sqlite"], "postgres://"),
+        ]
+        for (arguments, reason) in refused {
+            let result = try run(["--port", "0"] + arguments)
+            #expect(result.status != 0, "\(arguments)")
+            #expect(result.stderr.split(separator: "\n").count == 1, "\(arguments): \(result.stderr)")
+            #expect(result.stderr.contains(reason), "\(arguments): \(result.stderr)")
+            #expect(result.stdout.isEmpty)
+        }
+    }
+
     @Test func emptyOrSharedTokens_AreRefusedWithOneLine() throws {
         let refused: [([String], [String: String])] = [
             ([], ["LIBRARY_API_TOKEN": ""]), (["--api-token="], [:]), (["--api-token", ""], [:]),

@@ -45,6 +45,27 @@ struct PostgresReplicaTests {
         #expect(try direct.readAndWait { try $0.library(id: library.id)?.bookCount } == 5)
     }
 
+    @Test func `a replica that missed changes already pruned from the log stops its feed as pruned`() throws {
+        let (uri, drop) = try schema()
+        defer { drop() }
+        let gaps = Mutex<[FeedGap]>([])
+        // This replica starts at change 0 and hears nothing until it observes.
+        let late = try PostgresLibraryStore(uri: uri, onGap: { gap in gaps.withLock { $0.append(gap) } })
+        defer { late.close() }
+        let writer = try PostgresLibraryStore(uri: uri)
+        defer { writer.close() }
+        for index in 0..<5 {
+            _ = try writer.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L\(index)")) }
+        }
+        // The history kept is changes 4 and 5 only (each change here is one row).
+        try PGConnection(uri).execute(
+            "DELETE FROM change_log WHERE item IN (SELECT item FROM change_log ORDER BY item LIMIT 3)")
+        late.observeCommits { _ in }
+        let deadline = Date().addingTimeInterval(10)
+        while gaps.withLock({ $0.isEmpty }), Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(gaps.withLock { $0 } == [.pruned(applied: 0, oldest: 4)])
+    }
+
     @Test func `a change log that went back behind what a replica applied stops its feed as rewound`() throws {
         let (uri, drop) = try schema()
         defer { drop() }

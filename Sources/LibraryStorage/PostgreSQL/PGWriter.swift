@@ -93,8 +93,7 @@ final class PGWriter: Sendable {
         if address.statements == .prepared {
             // A session of its own: the settings are made once (behind a transaction pooler
             // they are made in each transaction instead, `begin`).
-            try opened.executeScript(
-                "SELECT \(Self.settings.map { "set_config('\($0)', '\($1)', false)" }.joined(separator: ", "))")
+            try opened.executeScript(Self.sessionSettings)
         }
         connection = opened
         return opened
@@ -164,10 +163,18 @@ final class PGWriter: Sendable {
     /// holds it: if this replica vanishes mid-transaction, the server must notice soon (keepalives)
     /// and end the transaction (idle timeout); waiting for another replica's lock, or a row, ends
     /// in a 503 after 10 s rather than never.
-    private static let settings = [
-        ("idle_in_transaction_session_timeout", "30s"), ("lock_timeout", "10s"), ("tcp_keepalives_idle", "10"),
-        ("tcp_keepalives_interval", "5"), ("tcp_keepalives_count", "3"),
-    ]
+    private static func settings(local: Bool) -> String {
+        let settings = [
+            ("idle_in_transaction_session_timeout", "30s"), ("lock_timeout", "10s"), ("tcp_keepalives_idle", "10"),
+            ("tcp_keepalives_interval", "5"), ("tcp_keepalives_count", "3"),
+        ]
+        return "SELECT " + settings.map { "set_config('\($0)', '\($1)', \(local))" }.joined(separator: ", ")
+    }
+
+    /// Made once per connection, on a session of its own.
+    private static let sessionSettings = settings(local: false)
+    /// Made in every transaction, behind a pooler in transaction mode.
+    private static let transactionSettings = settings(local: true)
 
     /// The first round trip of a batch, in one pipeline: the transaction begun with its settings,
     /// the lock taken, the last change id read, and the fast-path statements of `writes` run.
@@ -189,8 +196,7 @@ final class PGWriter: Sendable {
     ) throws(PGError) -> (latest: Int, ordered: [(any PGWrite, prefetched: SQLRow?)]) {
         var head: [(sql: String, values: [PGValue])] = [("BEGIN ISOLATION LEVEL READ COMMITTED", [])]
         if address.statements == .unnamed {
-            head.append(
-                ("SELECT \(Self.settings.map { "set_config('\($0)', '\($1)', true)" }.joined(separator: ", "))", []))
+            head.append((Self.transactionSettings, []))
         }
         head += [("SELECT pg_advisory_xact_lock($1)", [.int(lockKey)]), ("SELECT max(item) FROM change_log", [])]
         let results = try connection.pipeline(head + fast.map { ($0.sql, $0.values) })
