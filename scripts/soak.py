@@ -36,8 +36,9 @@ QUIET_SECONDS, and then:
       accepted, and checked against GET, only once the change log may no longer hold it);
   (c) memory, CPU and descriptors are flat: the median RSS of the last third of the load samples
       is at most 10 % + 5 MB above that of the middle third (the first third is warm-up), the
-      median server CPU time per request of the last third at most CPU_GROWTH times that of the
-      middle third (work that grows with the number of writes served), the median FD count of the
+      cheapest sample of server CPU time per request in the last third at most CPU_GROWTH times
+      the median of the middle third (work that grows with the number of writes served raises
+      every later sample; a busy neighbour only some), the median FD count of the
       last third at most FD_SLACK above the middle third, and once every client is gone the FD
       count is back within FD_SLACK_IDLE of the count before the load;
   (d) with every client gone, ``library_sse_subscribers`` is 0 and
@@ -1117,12 +1118,15 @@ def check_flat(report, samples, baseline, idle):
     limit = rss_middle * 1.10 + 5
     report.check(rss_last <= limit, f"(c) RSS flat: median {rss_last:.1f} MiB in the last third of the load, "
                  f"{rss_middle:.1f} MiB in the middle third (limit {limit:.1f})")
+    # The cheapest sample of the last third against the middle third's median: a cost that grew
+    # raises every later sample, while a neighbour on this shared machine (which inflates the CPU
+    # time of the same work: caches, SMT siblings) raises only the samples it overlaps.
     costs = [cpu_per_request(previous, sample) or 0.0 for previous, sample in zip([baseline, *load], load)]
     cost_middle = statistics.median(costs[third:2 * third])
-    cost_last = statistics.median(costs[len(costs) - third:])
+    cost_last = min(costs[len(costs) - third:])
     report.check(cost_last <= cost_middle * CPU_GROWTH,
-                 f"(c) server CPU per request flat: median {cost_last:.2f} ms in the last third of the load, "
-                 f"{cost_middle:.2f} ms in the middle third (limit x{CPU_GROWTH})")
+                 f"(c) server CPU per request flat: the cheapest sample of the last third of the load "
+                 f"{cost_last:.2f} ms, the middle third's median {cost_middle:.2f} ms (limit x{CPU_GROWTH})")
     fds_middle = statistics.median(s.fds for s in middle)
     fds_last = statistics.median(s.fds for s in last)
     report.check(fds_last <= fds_middle + FD_SLACK, f"(c) FDs flat: median {fds_last:g} in the last third of the "
