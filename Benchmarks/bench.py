@@ -204,6 +204,37 @@ def compare(args, work):
     return table
 
 
+def against_baseline(args, work):
+    """Our build against another build of library-server (`--baseline BINARY`, say the previous
+    commit's), A B A B on the same seeded database: whether a change made the server slower."""
+    SERVERS["baseline"] = lambda db: [args.baseline, "--port", "0", "--database", db]
+    database = seeded(args.books, work, args.libraries)
+    runs = {(w, s): [] for w in args.workloads for s in ("library-server", "baseline")}
+    for round_number in range(1, args.rounds + 1):
+        for workload in args.workloads:
+            for server_name in ("library-server", "baseline"):
+                result = measure(server_name, workload, database, work, args, args.books, args.libraries)
+                runs[(workload, server_name)].append(result)
+                log("round %d  %-6s %-15s %9.0f req/s  p99 %6.2f ms  CPU %5.1f µs/req"
+                    % (round_number, workload, server_name, result["rps"], result["p99_us"] / 1000,
+                       result["cpu_us_per_req"]))
+    table = []
+    for workload in args.workloads:
+        row = {"workload": workload, "label": WORKLOADS[workload]}
+        for server_name in ("library-server", "baseline"):
+            row[server_name] = {key: median_of(runs[(workload, server_name)], key)
+                                for key in ("rps", "p99_us", "cpu_us_per_req")}
+            row[server_name]["rounds"] = [round(run["rps"]) for run in runs[(workload, server_name)]]
+        row["ratio"] = row["library-server"]["rps"] / row["baseline"]["rps"]
+        row["cpu_ratio"] = row["library-server"]["cpu_us_per_req"] / row["baseline"]["cpu_us_per_req"]
+        table.append(row)
+        log("%-6s this build %9.0f req/s (CPU %5.1f µs/req), baseline %9.0f req/s (CPU %5.1f µs/req): "
+            "%.3fx the req/s, %.3fx the CPU per request"
+            % (workload, row["library-server"]["rps"], row["library-server"]["cpu_us_per_req"],
+               row["baseline"]["rps"], row["baseline"]["cpu_us_per_req"], row["ratio"], row["cpu_ratio"]))
+    return table
+
+
 def scale(args, work):
     rows = []
     for books in args.scale:
@@ -428,6 +459,8 @@ def main():
     parser.add_argument("--skip-compare", action="store_true")
     parser.add_argument("--skip-observation", action="store_true")
     parser.add_argument("--no-readme", action="store_true", help="leave README.md alone")
+    parser.add_argument("--baseline", metavar="BINARY",
+                        help="only compare this build with another library-server binary (results/baseline.json)")
     args = parser.parse_args()
     for workload in args.workloads:
         if workload not in WORKLOADS:
@@ -445,6 +478,16 @@ def main():
         },
     }
     work = tempfile.mkdtemp(prefix="library-bench.")
+    if args.baseline:
+        try:
+            results["baseline"] = against_baseline(args, work)
+        finally:
+            stop_all()
+            shutil.rmtree(work, ignore_errors=True)
+        results["commit"], results["machine"] = commit(), machine()
+        with open(os.path.join(RESULTS, "baseline.json"), "w") as output:
+            json.dump(results, output, indent=2)
+        return 0
     failed = False
     try:
         if not args.skip_compare:

@@ -14,11 +14,24 @@ public enum FieldKind: Sendable, Hashable {
     case timestamp
 }
 
+/// What a writable value must satisfy beyond its kind (the server checks it; openapi.yaml states it).
+public enum FieldRule: Sendable, Hashable {
+    /// Text whose length, in Unicode scalars (code points, as JSON Schema's `maxLength` counts),
+    /// lies in the range.
+    case length(ClosedRange<Int>)
+    /// A whole number in the range.
+    case range(ClosedRange<Int>)
+    /// A UUID (any case on input; stored canonical, lowercase).
+    case uuid
+    /// An ISBN-10 or ISBN-13, hyphens allowed, checksum checked.
+    case isbn
+}
+
 /// One row of the field table.
 public struct FieldDescriptor: Sendable, Hashable {
     /// The name in JSON bodies, `fields=` lists and events.
     public let name: String
-    /// The column in both engines' tables.
+    /// The column in both engines' tables (and in the change log's).
     public let column: String
     public let kind: FieldKind
     /// Whether JSON may carry `null`.
@@ -27,10 +40,15 @@ public struct FieldDescriptor: Sendable, Hashable {
     public let writable: Bool
     /// Whether a collection of books is filtered by it (`/books?author=…`).
     public let filterable: Bool
+    /// The value a whole representation (POST, PUT) takes when it leaves a writable field out;
+    /// nil makes the field required there.
+    public let defaultValue: FieldValue?
+    /// What a written value must satisfy, beyond its kind.
+    public let rule: FieldRule?
 
     init(
         _ name: String, column: String, _ kind: FieldKind, nullable: Bool = false, writable: Bool = false,
-        filterable: Bool = false
+        filterable: Bool = false, default defaultValue: FieldValue? = nil, rule: FieldRule? = nil
     ) {
         self.name = name
         self.column = column
@@ -38,6 +56,8 @@ public struct FieldDescriptor: Sendable, Hashable {
         self.nullable = nullable
         self.writable = writable
         self.filterable = filterable
+        self.defaultValue = defaultValue ?? (nullable ? .null : nil)
+        self.rule = rule
     }
 }
 
@@ -61,8 +81,9 @@ public enum LibraryField: String, ResourceField {
     public var descriptor: FieldDescriptor {
         switch self {
         case .id: FieldDescriptor("id", column: "id", .identifier)
-        case .name: FieldDescriptor("name", column: "name", .text, writable: true)
-        case .address: FieldDescriptor("address", column: "address", .text, nullable: true, writable: true)
+        case .name: FieldDescriptor("name", column: "name", .text, writable: true, rule: .length(1...200))
+        case .address:
+            FieldDescriptor("address", column: "address", .text, nullable: true, writable: true, rule: .length(0...500))
         case .bookCount: FieldDescriptor("bookCount", column: "book_count", .integer)
         case .version: FieldDescriptor("version", column: "version", .integer)
         case .createdAt: FieldDescriptor("createdAt", column: "created_at", .timestamp)
@@ -79,14 +100,21 @@ public enum BookField: String, ResourceField {
         switch self {
         case .id: FieldDescriptor("id", column: "id", .identifier)
         case .libraryId:
-            FieldDescriptor("libraryId", column: "library_id", .identifier, writable: true, filterable: true)
-        case .title: FieldDescriptor("title", column: "title", .text, writable: true)
-        case .author: FieldDescriptor("author", column: "author", .text, writable: true, filterable: true)
-        case .isbn: FieldDescriptor("isbn", column: "isbn", .text, nullable: true, writable: true)
+            FieldDescriptor(
+                "libraryId", column: "library_id", .identifier, writable: true, filterable: true, rule: .uuid)
+        case .title: FieldDescriptor("title", column: "title", .text, writable: true, rule: .length(1...500))
+        case .author:
+            FieldDescriptor(
+                "author", column: "author", .text, writable: true, filterable: true, default: .string(""),
+                rule: .length(0...300))
+        case .isbn: FieldDescriptor("isbn", column: "isbn", .text, nullable: true, writable: true, rule: .isbn)
         case .publishedYear:
-            FieldDescriptor("publishedYear", column: "published_year", .integer, nullable: true, writable: true)
+            FieldDescriptor(
+                "publishedYear", column: "published_year", .integer, nullable: true, writable: true,
+                rule: .range(-9999...9999))
         case .available:
-            FieldDescriptor("available", column: "available", .boolean, writable: true, filterable: true)
+            FieldDescriptor(
+                "available", column: "available", .boolean, writable: true, filterable: true, default: .bool(true))
         case .version: FieldDescriptor("version", column: "version", .integer)
         case .createdAt: FieldDescriptor("createdAt", column: "created_at", .timestamp)
         case .updatedAt: FieldDescriptor("updatedAt", column: "updated_at", .timestamp)
@@ -107,4 +135,23 @@ public enum FieldValue: Sendable, Hashable {
     public var string: String? { if case .string(let value) = self { value } else { nil } }
     public var int: Int? { if case .int(let value) = self { value } else { nil } }
     public var bool: Bool? { if case .bool(let value) = self { value } else { nil } }
+
+    /// The text of a value that must be text: a value of another kind here is a programming error
+    /// (bodies are checked against the table's kinds before a value is made).
+    public var requiredString: String {
+        guard case .string(let value) = self else { preconditionFailure("\(self) is not text") }
+        return value
+    }
+
+    /// The whole number of a value that must be one.
+    public var requiredInt: Int {
+        guard case .int(let value) = self else { preconditionFailure("\(self) is not a whole number") }
+        return value
+    }
+
+    /// The truth value of a value that must be one.
+    public var requiredBool: Bool {
+        guard case .bool(let value) = self else { preconditionFailure("\(self) is not a boolean") }
+        return value
+    }
 }

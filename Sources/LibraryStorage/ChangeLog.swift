@@ -29,14 +29,53 @@ enum ChangeLog {
         }
     }
 
-    static let columns = """
-        item, entity, entity_id, deleted, fields, library_id, moved_from, name, address, book_count, title, author,
-            isbn, published_year, available, version, created_at, updated_at, previous_author, previous_available
-        """
+    /// A column of the log that holds a field's value: the field's own column, shared by a library's
+    /// and a book's field of one name (`version`, the timestamps).
+    struct FieldColumn {
+        let name: String
+        let kind: FieldKind
+        let library: LibraryField?
+        let book: BookField?
+    }
+
+    /// The columns of the log that describe the change rather than hold a value: its row id, the
+    /// resource, and a book's filtered values before the change, each kept only when it differs.
+    static let metaColumns: [(name: String, kind: FieldKind)] = [
+        ("item", .integer), ("entity", .text), ("entity_id", .identifier), ("deleted", .boolean),
+        ("fields", .text), ("moved_from", .identifier), ("previous_author", .text), ("previous_available", .boolean),
+    ]
+
+    /// Every field's column but `id` (the log's `entity_id`), of both resources, each once. A
+    /// library's own id is its row's `library_id`, so that a library's replay finds it with its books.
+    static let fieldColumns: [FieldColumn] = {
+        var columns: [FieldColumn] = []
+        for field in LibraryField.allCases where field != .id {
+            columns.append(
+                FieldColumn(name: field.descriptor.column, kind: field.descriptor.kind, library: field, book: nil))
+        }
+        for field in BookField.allCases where field != .id {
+            let descriptor = field.descriptor
+            if let shared = columns.firstIndex(where: { $0.name == descriptor.column }) {
+                precondition(columns[shared].kind == descriptor.kind, "\(descriptor.column) holds two kinds")
+                columns[shared] = FieldColumn(
+                    name: descriptor.column, kind: descriptor.kind, library: columns[shared].library, book: field)
+            } else {
+                let library: LibraryField? = descriptor.column == "library_id" ? .id : nil
+                columns.append(
+                    FieldColumn(name: descriptor.column, kind: descriptor.kind, library: library, book: field))
+            }
+        }
+        return columns
+    }()
+
+    /// The log's columns: `metaColumns`, then `fieldColumns`.
+    static let columns = (metaColumns.map(\.name) + fieldColumns.map(\.name)).joined(separator: ", ")
+
+    /// The kind of each of `columns`, in order.
+    static let kinds = metaColumns.map(\.kind) + fieldColumns.map(\.kind)
 
     private static let insert = """
-        INSERT INTO change_log (\(columns))
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        INSERT INTO change_log (\(columns)) VALUES (\(kinds.map { _ in "?" }.joined(separator: ", ")))
         """
 
     /// The log's rows for `items` as change `seq`: the values of `columns`, in order.
@@ -48,25 +87,55 @@ enum ChangeLog {
             let rowID = SQLiteValue.int(firstItem(of: seq) + position)
             switch item {
             case .library(let library, let fields, let deleted):
-                return [
-                    rowID, "library", .text(library.id), .bool(deleted), .text(names(fields)), .text(library.id),
-                    nil, .text(library.name), .optional(library.address), .int(library.bookCount), nil, nil, nil,
-                    nil, nil, .int(library.version), .text(library.createdAt), .text(library.updatedAt), nil, nil,
-                ]
+                return [rowID, "library", .text(library.id), .bool(deleted), .text(names(fields)), nil, nil, nil]
+                    + fieldColumns.map { column in column.library.map { SQLiteValue(library[$0]) } ?? .null }
             case .book(let book, let fields, let before, let deleted):
                 // Each previous value only when it differs, so that unchanged rows stay lean.
                 let movedFrom = before.flatMap { $0.libraryId == book.libraryId ? nil : $0.libraryId }
                 let previousAuthor = before.flatMap { $0.author == book.author ? nil : $0.author }
                 let previousAvailable = before.flatMap { $0.available == book.available ? nil : $0.available }
                 return [
-                    rowID, "book", .text(book.id), .bool(deleted), .text(names(fields)), .text(book.libraryId),
-                    .optional(movedFrom), nil, nil, nil, .text(book.title), .text(book.author),
-                    .optional(book.isbn), .optional(book.publishedYear), .bool(book.available),
-                    .int(book.version), .text(book.createdAt), .text(book.updatedAt), .optional(previousAuthor),
-                    previousAvailable.map { .bool($0) } ?? .null,
-                ]
+                    rowID, "book", .text(book.id), .bool(deleted), .text(names(fields)), .optional(movedFrom),
+                    .optional(previousAuthor), previousAvailable.map { .bool($0) } ?? .null,
+                ] + fieldColumns.map { column in column.book.map { SQLiteValue(book[$0]) } ?? .null }
             }
         }
+    }
+
+    /// Where each field's value is in a row of `columns`.
+    private static let libraryPositions = positions(\.library)
+    private static let bookPositions = positions(\.book)
+
+    private static func positions<Field>(_ field: KeyPath<FieldColumn, Field?>) -> [Field: Int32] {
+        var positions: [Field: Int32] = [:]
+        for (index, column) in fieldColumns.enumerated() {
+            if let field = column[keyPath: field] { positions[field] = Int32(metaColumns.count + index) }
+        }
+        return positions
+    }
+
+    /// A row of `columns`: its change's sequence number and the item it records.
+    static func item(_ row: SQLRow) -> (Int, ChangeItem) {
+        let seq = row.int(0) >> itemBits
+        let fields = row.text(4).split(separator: ",").map(String.init)
+        let id = FieldValue.string(row.text(2))
+        if row.text(1) == "library" {
+            let library = LibraryRecord(seq: 0) { field in
+                field == .id ? id : row.value(libraryPositions[field]!, field.descriptor)
+            }
+            return (seq, .library(library, fields: Set(fields.compactMap(LibraryField.init)), deleted: row.bool(3)))
+        }
+        let book = BookRecord(seq: 0) { field in field == .id ? id : row.value(bookPositions[field]!, field.descriptor)
+        }
+        // Created by this change: nothing before it; else each filtered value as it was.
+        let created = fields.contains(BookField.id.rawValue)
+        let before =
+            created
+            ? nil
+            : BookKeys(
+                libraryId: row.optionalText(5) ?? book.libraryId, author: row.optionalText(6) ?? book.author,
+                available: row.optionalBool(7) ?? book.available)
+        return (seq, .book(book, fields: Set(fields.compactMap(BookField.init)), before: before, deleted: row.bool(3)))
     }
 
     /// The first row to keep when changes `previous + 1 ... last` were just appended, if one of
@@ -99,7 +168,7 @@ extension LibraryReader {
     /// Every book of a library, in insertion order.
     package func allBooks(inLibrary id: String) throws -> [BookRecord] {
         try session.map(
-            "SELECT \(LibraryReader.bookColumns) FROM books WHERE library_id = ? ORDER BY seq", [.text(id)],
+            "SELECT \(Tables.books.columns) FROM books WHERE library_id = ? ORDER BY seq", [.text(id)],
             LibraryReader.book)
     }
 
@@ -154,12 +223,7 @@ extension LibraryReader {
 
     /// The query behind a replay, for `EXPLAIN QUERY PLAN` in tests.
     static func changesQuery(where condition: String) -> String {
-        """
-        SELECT item, entity, entity_id, deleted, fields, library_id, moved_from, name, address, book_count, title,
-            author, isbn, published_year, available, version, created_at, updated_at, previous_author,
-            previous_available
-        FROM change_log WHERE (\(condition)) AND item >= ? AND item < ? ORDER BY item
-        """
+        "SELECT \(ChangeLog.columns) FROM change_log WHERE (\(condition)) AND item >= ? AND item < ? ORDER BY item"
     }
 
     func changes(
@@ -169,34 +233,7 @@ extension LibraryReader {
         through last: Int
     ) throws -> [CommittedChange] {
         let range: [SQLiteValue] = [.int(ChangeLog.firstItem(of: seq + 1)), .int(ChangeLog.firstItem(of: last + 1))]
-        let rows = try session.map(Self.changesQuery(where: condition), values + range) {
-            row -> (Int, ChangeItem) in
-            let seq = row.int(0) >> ChangeLog.itemBits
-            let fields = row.text(4).split(separator: ",").map(String.init)
-            if row.text(1) == "library" {
-                let library = LibraryRecord(
-                    id: row.text(2), name: row.text(7), address: row.optionalText(8), bookCount: row.int(9),
-                    version: row.int(15), createdAt: row.text(16), updatedAt: row.text(17), seq: 0
-                )
-                return (seq, .library(library, fields: Set(fields.compactMap(LibraryField.init)), deleted: row.bool(3)))
-            }
-            let book = BookRecord(
-                id: row.text(2), libraryId: row.text(5), title: row.text(10), author: row.text(11),
-                isbn: row.optionalText(12), publishedYear: row.optionalInt(13), available: row.bool(14),
-                version: row.int(15), createdAt: row.text(16), updatedAt: row.text(17), seq: 0
-            )
-            // Created by this change: nothing before it; else each filtered value as it was.
-            let created = fields.contains(BookField.id.rawValue)
-            let before =
-                created
-                ? nil
-                : BookKeys(
-                    libraryId: row.optionalText(6) ?? book.libraryId, author: row.optionalText(18) ?? book.author,
-                    available: row.optionalBool(19) ?? book.available)
-            return (
-                seq, .book(book, fields: Set(fields.compactMap(BookField.init)), before: before, deleted: row.bool(3))
-            )
-        }
+        let rows = try session.map(Self.changesQuery(where: condition), values + range, ChangeLog.item)
         var result: [CommittedChange] = []
         for (seq, item) in rows {
             if let last = result.last, last.seq == seq {

@@ -29,14 +29,7 @@ package final class LibraryWriter {
     package func createLibrary(_ draft: LibraryDraft) throws -> LibraryRecord {
         try Self.check(draft.validate())
         let now = Timestamp.now()
-        let library = try session.first(
-            """
-            INSERT INTO libraries (id, name, address, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
-            RETURNING \(LibraryReader.libraryColumns)
-            """,
-            [.text(Identifier.make()), .text(draft.name), .optional(draft.address), .text(now), .text(now)],
-            LibraryReader.library
-        )!
+        let library = try insert(draft, into: Tables.libraries, now: now)
         note(.library(library, fields: library.changedFields(from: nil), deleted: false))
         return library
     }
@@ -52,14 +45,7 @@ package final class LibraryWriter {
         try Self.check(draft.validate())
         try check(precondition, version: current.version)
         guard draft != current.draft else { return current }
-        let library = try session.first(
-            """
-            UPDATE libraries SET name = ?, address = ?, version = version + 1, updated_at = ? WHERE id = ?
-            RETURNING \(LibraryReader.libraryColumns)
-            """,
-            [.text(draft.name), .optional(draft.address), .text(Timestamp.now()), .text(id)],
-            LibraryReader.library
-        )!
+        let library = try update(id, from: current.draft, to: draft, in: Tables.libraries, now: Timestamp.now())
         note(.library(library, fields: library.changedFields(from: current), deleted: false))
         return library
     }
@@ -69,7 +55,7 @@ package final class LibraryWriter {
         let current = try existing(reader.library(id: id))
         try check(precondition, version: current.version)
         let books = try session.map(
-            "SELECT \(LibraryReader.bookColumns) FROM books WHERE library_id = ? ORDER BY seq", [.text(id)],
+            "SELECT \(Tables.books.columns) FROM books WHERE library_id = ? ORDER BY seq", [.text(id)],
             LibraryReader.book)
         try session.run("DELETE FROM libraries WHERE id = ?", [.text(id)])
         for book in books {
@@ -83,18 +69,7 @@ package final class LibraryWriter {
         try Self.check(draft.validate())
         try requireLibrary(draft.libraryId)
         let now = Timestamp.now()
-        let book = try session.first(
-            """
-            INSERT INTO books (id, library_id, title, author, isbn, published_year, available, created_at, updated_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-            RETURNING \(LibraryReader.bookColumns)
-            """,
-            [
-                .text(Identifier.make()), .text(draft.libraryId), .text(draft.title), .text(draft.author),
-                .optional(draft.isbn), .optional(draft.publishedYear), .bool(draft.available), .text(now), .text(now),
-            ],
-            LibraryReader.book
-        )!
+        let book = try insert(draft, into: Tables.books, now: now)
         try adjustBookCount(of: draft.libraryId, by: 1, at: now)
         note(.book(book, fields: book.changedFields(from: nil), before: nil, deleted: false))
         return book
@@ -115,25 +90,7 @@ package final class LibraryWriter {
             try adjustBookCount(of: current.libraryId, by: -1, at: now)
             try adjustBookCount(of: draft.libraryId, by: 1, at: now)
         }
-        // Only the columns that change are set, so the indexes on the others are left alone.
-        var columns: [String] = []
-        var values: [SQLiteValue] = []
-        func set(_ column: String, _ value: SQLiteValue, if changed: Bool) {
-            guard changed else { return }
-            columns.append("\(column) = ?")
-            values.append(value)
-        }
-        set("library_id", .text(draft.libraryId), if: draft.libraryId != current.libraryId)
-        set("title", .text(draft.title), if: draft.title != current.title)
-        set("author", .text(draft.author), if: draft.author != current.author)
-        set("isbn", .optional(draft.isbn), if: draft.isbn != current.isbn)
-        set("published_year", .optional(draft.publishedYear), if: draft.publishedYear != current.publishedYear)
-        set("available", .bool(draft.available), if: draft.available != current.available)
-        let book = try session.first(
-            """
-            UPDATE books SET \(columns.joined(separator: ", ")), version = version + 1, updated_at = ? WHERE id = ?
-            RETURNING \(LibraryReader.bookColumns)
-            """, values + [.text(now), .text(id)], LibraryReader.book)!
+        let book = try update(id, from: current.draft, to: draft, in: Tables.books, now: now)
         note(
             .book(book, fields: book.changedFields(from: current), before: current.keys, deleted: false)
         )
@@ -152,9 +109,10 @@ package final class LibraryWriter {
         // At most 8 `If-Match` tags: each count is a statement of its own, prepared and kept.
         var fewTags = true
         if case .versions(let versions) = precondition { fewTags = versions.count <= 8 }
-        if let (field, column, value) = patch.singleColumn, patch.validate().isEmpty, fewTags {
+        if let (field, value) = patch.singleField, patch.validate().isEmpty, fewTags {
+            let column = field.descriptor.column
             var sql = "UPDATE books SET \(column) = ?1, version = version + 1, updated_at = ?2 WHERE id = ?3"
-            var values: [SQLiteValue] = [value, .text(Timestamp.now()), .text(id)]
+            var values: [SQLiteValue] = [SQLiteValue(value), .text(Timestamp.now()), .text(id)]
             if case .versions(let versions) = precondition {
                 // No version can match an empty list (`If-Match` naming only tags that are not
                 // versions); PostgreSQL has no `IN ()`.
@@ -164,7 +122,7 @@ package final class LibraryWriter {
                     : " AND version IN (\(versions.indices.map { "?\($0 + 4)" }.joined(separator: ", ")))"
                 values += versions.map { .int($0) }
             }
-            sql += " AND \(column) IS DISTINCT FROM ?1 RETURNING \(LibraryReader.bookColumns)"
+            sql += " AND \(column) IS DISTINCT FROM ?1 RETURNING \(Tables.books.columns)"
             if case .probe = session { throw FastPathProbe.fastPath(sql: sql, values: values) }
             let row: BookRecord?
             if let prefetched {
@@ -217,11 +175,29 @@ package final class LibraryWriter {
         let library = try session.first(
             """
             UPDATE libraries SET book_count = book_count + ?, version = version + 1, updated_at = ? WHERE id = ?
-            RETURNING \(LibraryReader.libraryColumns)
+            RETURNING \(Tables.libraries.columns)
             """, [.int(delta), .text(now), .text(libraryID)], LibraryReader.library)
         if let library {
             note(.library(library, fields: [.bookCount, .version, .updatedAt], deleted: false))
         }
+    }
+
+    /// Inserts a new resource made of `draft`.
+    private func insert<Record>(_ draft: Record.Draft, into table: RecordTable<Record>, now: String) throws -> Record {
+        try session.first(table.insert, table.insertValues(id: Identifier.make(), draft, now: now), table.record)!
+    }
+
+    /// Sets the writable fields `draft` changes (only those, so the indexes on the others are left
+    /// alone), counts a version and stamps the time.
+    private func update<Record>(
+        _ id: String, from current: Record.Draft, to draft: Record.Draft, in table: RecordTable<Record>, now: String
+    ) throws -> Record {
+        let changed = Record.Field.writable.filter { draft[$0] != current[$0] }
+        let set = changed.map { "\($0.descriptor.column) = ?" } + ["version = version + 1", "updated_at = ?"]
+        return try session.first(
+            "UPDATE \(table.name) SET \(set.joined(separator: ", ")) WHERE id = ? RETURNING \(table.columns)",
+            changed.map { SQLiteValue(draft[$0]) } + [.text(now), .text(id)],
+            table.record)!
     }
 
     private func note(_ item: ChangeItem) {
@@ -239,17 +215,13 @@ package final class LibraryWriter {
 }
 
 extension BookPatch {
-    /// When the patch sets exactly one field and it is not `libraryId` (a move, which changes two
-    /// libraries): that field, its column and its new value.
-    fileprivate var singleColumn: (BookField, column: String, value: SQLiteValue)? {
-        var set: [(BookField, String, SQLiteValue)] = []
-        // A move, or a new author, takes the path that reads the book first: collection streams
-        // need the library or author it had before (`ChangeItem.book`'s `before`).
-        if libraryId != nil || author != nil { return nil }
-        if let title { set.append((.title, "title", .text(title))) }
-        if let isbn { set.append((.isbn, "isbn", isbn.map { .text($0) } ?? .null)) }
-        if let publishedYear { set.append((.publishedYear, "published_year", publishedYear.map { .int($0) } ?? .null)) }
-        if let available { set.append((.available, "available", .int(available ? 1 : 0))) }
-        return set.count == 1 ? set[0] : nil
+    /// When the patch sets exactly one field that can take the one-statement path: that field and
+    /// its new value. A field lists filter by cannot, but for a boolean (its value before was the
+    /// other one): collection streams need the value it had before (`ChangeItem.book`'s `before`),
+    /// and a move changes two libraries.
+    fileprivate var singleField: (BookField, FieldValue)? {
+        guard values.count == 1, let (field, value) = values.first else { return nil }
+        guard !field.descriptor.filterable || field.descriptor.kind == .boolean else { return nil }
+        return (field, value)
     }
 }

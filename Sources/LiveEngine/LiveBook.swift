@@ -11,15 +11,9 @@ import Observation
 @Observable
 package final class LiveBook {
     package let id: String
-    var libraryId: String
-    var title: String
-    var author: String
-    var isbn: String?
-    var publishedYear: Int?
-    var available: Bool
-    var version: Int
-    var createdAt: String
-    var updatedAt: String
+    /// The book's values. Read one field at a time through `self[field]`, which Observation tracks
+    /// per field (the key path `\.[field]`); never observed as a whole.
+    @ObservationIgnored private var record: BookRecord
 
     /// Insertion order (the row's `seq`), the order of a library's members.
     @ObservationIgnored let order: Int
@@ -34,47 +28,33 @@ package final class LiveBook {
 
     init(_ record: BookRecord, seq: Int) {
         id = record.id
-        libraryId = record.libraryId
-        title = record.title
-        author = record.author
-        isbn = record.isbn
-        publishedYear = record.publishedYear
-        available = record.available
-        version = record.version
-        createdAt = record.createdAt
-        updatedAt = record.updatedAt
+        self.record = record
         order = record.seq
         baseSeq = seq
     }
 
-    /// Takes the values of `record`, assigning only what differs.
-    func update(_ record: BookRecord) {
-        if libraryId != record.libraryId { libraryId = record.libraryId }
-        if title != record.title { title = record.title }
-        if author != record.author { author = record.author }
-        if isbn != record.isbn { isbn = record.isbn }
-        if publishedYear != record.publishedYear { publishedYear = record.publishedYear }
-        if available != record.available { available = record.available }
-        if version != record.version { version = record.version }
-        if createdAt != record.createdAt { createdAt = record.createdAt }
-        if updatedAt != record.updatedAt { updatedAt = record.updatedAt }
+    /// One field's value; inside `withObservationTracking`, tracks that field alone.
+    subscript(field: BookField) -> FieldValue {
+        access(keyPath: Self.paths[field]!)
+        return record[field]
     }
 
-    /// Reads one field (and so, inside `withObservationTracking`, tracks that field alone: going
-    /// through a `BookRecord` would read, and track, every field).
-    func value(of field: BookField) -> FieldValue {
-        switch field {
-        case .id: .string(id)
-        case .libraryId: .string(libraryId)
-        case .title: .string(title)
-        case .author: .string(author)
-        case .isbn: FieldValue(isbn)
-        case .publishedYear: FieldValue(publishedYear)
-        case .available: .bool(available)
-        case .version: .int(version)
-        case .createdAt: .string(createdAt)
-        case .updatedAt: .string(updatedAt)
-        }
+    /// The library it belongs to, for the hub's bookkeeping: not tracked.
+    var libraryId: String { record.libraryId }
+
+    /// The key path each field is observed by, made once.
+    private static let paths = Dictionary(uniqueKeysWithValues: BookField.allCases.map { ($0, \LiveBook.[$0]) })
+
+    /// Takes the values of `new`, telling Observation of exactly the fields that differ.
+    func update(_ new: BookRecord) {
+        let changed = BookField.allCases.filter { $0 != .id && new[$0] != record[$0] }
+        if !changed.isEmpty { mutating(changed[...]) { record = new } }
+    }
+
+    /// Runs `change` as a mutation of each of `fields`: Observation hears of each one, and of no other.
+    private func mutating(_ fields: ArraySlice<BookField>, _ change: () -> Void) {
+        guard let field = fields.first else { return change() }
+        withMutation(keyPath: Self.paths[field]!) { mutating(fields.dropFirst(), change) }
     }
 
     /// Tracks each of `fields` not tracked yet; `changed` hears of the first change of each.
@@ -84,7 +64,7 @@ package final class LiveBook {
             // Unowned, not weak: the tracker lives in this model's own registrar, so it can only
             // fire while the model is alive, and a weak reference would give every model a side
             // table, making each retain of it (a million for a big snapshot) take the slow path.
-            trackOnce({ _ = value(of: field) }) { [unowned self] in
+            trackOnce({ _ = self[field] }) { [unowned self] in
                 armed.remove(field)
                 changed(self, field)
             }

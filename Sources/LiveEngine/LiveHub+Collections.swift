@@ -84,13 +84,13 @@ extension LiveHub {
         case .books(let books):
             let fields = BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) }
             var table = LiveEvent.MemberTable(fields: fields, capacity: books.count)
-            for book in books { table.append(book.id, values: fields.lazy.map { book.value(of: $0) }) }
+            for book in books { table.append(book.id, values: fields.lazy.map { book[$0] }) }
             event.members = table
         case .libraries(let libraries):
             let fields = LibraryField.allCases.filter { $0 != .id && shape.libraryFields.contains($0) }
             var table = LiveEvent.MemberTable(names: fields.map(\.rawValue), capacity: libraries.count)
             for library in libraries {
-                table.append(library.id, values: fields.lazy.map { library.value(of: $0) })
+                table.append(library.id, values: fields.lazy.map { library[$0] })
             }
             event.members = table
         }

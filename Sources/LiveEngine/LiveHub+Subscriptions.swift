@@ -400,19 +400,19 @@ extension LiveHub {
         switch model {
         case .book(let book):
             var event = LiveEvent(kind: .snapshot, seq: seq, id: book.id)
-            event.bookFields = ResourceDelta.values(shape.bookFields) { book.value(of: $0) }
+            event.bookFields = ResourceDelta.values(shape.bookFields) { book[$0] }
             return event
         case .library(let library):
             // Unchanged since an earlier subscriber's snapshot: the same event (and encoding), with
             // its id, which is still exact: no change since touched this library.
             if let shared = library.snapshots[shape] { return shared }
             var event = LiveEvent(kind: .snapshot, seq: seq, id: library.id)
-            event.libraryFields = ResourceDelta.values(shape.libraryFields) { library.value(of: $0) }
+            event.libraryFields = ResourceDelta.values(shape.libraryFields) { library[$0] }
             if shape.members {
                 let members = library.orderedMembers()
                 let fields = BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) }
                 var table = LiveEvent.MemberTable(fields: fields, capacity: members.count)
-                for book in members { table.append(book.id, fields) { book.value(of: $0) } }
+                for book in members { table.append(book.id, fields) { book[$0] } }
                 event.members = table
             }
             library.snapshots[shape] = event

@@ -219,7 +219,7 @@ package final class LiveHub {
             counters.applyWork.add(1, ordering: .relaxed)
             if let audience = audiences[.book(book.id)] {
                 var delta = ResourceDelta(id: book.id)
-                delta.bookFields = ResourceDelta.values(book.dirty) { book.value(of: $0) }
+                delta.bookFields = ResourceDelta.values(book.dirty) { book[$0] }
                 counters.applyWork.add(audience.deliver(delta, seq: seq), ordering: .relaxed)
             }
             if let library = libraries[book.libraryId], library.members[book.id] === book, book.joinedSeq != seq {
@@ -232,14 +232,14 @@ package final class LiveHub {
             library.snapshots = [:]
             if !deletedLibraries.contains(where: { $0 === library }), let audience = audiences[.library(library.id)] {
                 var delta = ResourceDelta(id: library.id)
-                delta.libraryFields = ResourceDelta.values(library.dirty) { library.value(of: $0) }
+                delta.libraryFields = ResourceDelta.values(library.dirty) { library[$0] }
                 if audience.members > 0 {
                     delta.added = library.joined.map { book in
-                        .init(id: book.id, fields: ResourceDelta.values(BookField.all) { book.value(of: $0) })
+                        .init(id: book.id, fields: ResourceDelta.values(BookField.all) { book[$0] })
                     }
                     delta.removed = library.left
                     delta.changed = library.changedMembers.map { book in
-                        .init(id: book.id, fields: ResourceDelta.values(book.dirty) { book.value(of: $0) })
+                        .init(id: book.id, fields: ResourceDelta.values(book.dirty) { book[$0] })
                     }
                 }
                 counters.applyWork.add(audience.deliver(delta, seq: seq), ordering: .relaxed)

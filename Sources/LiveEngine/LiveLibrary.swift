@@ -9,12 +9,9 @@ import Observation
 @Observable
 package final class LiveLibrary {
     package let id: String
-    var name: String
-    var address: String?
-    var bookCount: Int
-    var version: Int
-    var createdAt: String
-    var updatedAt: String
+    /// The library's values. Read one field at a time through `self[field]`, which Observation
+    /// tracks per field (the key path `\.[field]`); never observed as a whole.
+    @ObservationIgnored private var record: LibraryRecord
     /// The member books by id. Tracking it tracks the membership.
     var members: [String: LiveBook]
 
@@ -36,25 +33,31 @@ package final class LiveLibrary {
 
     init(_ record: LibraryRecord, members: [LiveBook], seq: Int) {
         id = record.id
-        name = record.name
-        address = record.address
-        bookCount = record.bookCount
-        version = record.version
-        createdAt = record.createdAt
-        updatedAt = record.updatedAt
+        self.record = record
         self.members = Dictionary(members.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         baseSeq = seq
         ordered = members
     }
 
-    /// Takes the values of `record`, assigning only what differs.
-    func update(_ record: LibraryRecord) {
-        if name != record.name { name = record.name }
-        if address != record.address { address = record.address }
-        if bookCount != record.bookCount { bookCount = record.bookCount }
-        if version != record.version { version = record.version }
-        if createdAt != record.createdAt { createdAt = record.createdAt }
-        if updatedAt != record.updatedAt { updatedAt = record.updatedAt }
+    /// One field's value; inside `withObservationTracking`, tracks that field alone.
+    subscript(field: LibraryField) -> FieldValue {
+        access(keyPath: Self.paths[field]!)
+        return record[field]
+    }
+
+    /// The key path each field is observed by, made once.
+    private static let paths = Dictionary(uniqueKeysWithValues: LibraryField.allCases.map { ($0, \LiveLibrary.[$0]) })
+
+    /// Takes the values of `new`, telling Observation of exactly the fields that differ.
+    func update(_ new: LibraryRecord) {
+        let changed = LibraryField.allCases.filter { $0 != .id && new[$0] != record[$0] }
+        if !changed.isEmpty { mutating(changed[...]) { record = new } }
+    }
+
+    /// Runs `change` as a mutation of each of `fields`: Observation hears of each one, and of no other.
+    private func mutating(_ fields: ArraySlice<LibraryField>, _ change: () -> Void) {
+        guard let field = fields.first else { return change() }
+        withMutation(keyPath: Self.paths[field]!) { mutating(fields.dropFirst(), change) }
     }
 
     func add(_ book: LiveBook) {
@@ -75,19 +78,6 @@ package final class LiveLibrary {
         return sorted
     }
 
-    /// Reads one field, tracking that field alone (not through a `LibraryRecord`, which reads all).
-    func value(of field: LibraryField) -> FieldValue {
-        switch field {
-        case .id: .string(id)
-        case .name: .string(name)
-        case .address: FieldValue(address)
-        case .bookCount: .int(bookCount)
-        case .version: .int(version)
-        case .createdAt: .string(createdAt)
-        case .updatedAt: .string(updatedAt)
-        }
-    }
-
     /// Tracks each of `fields` not tracked yet, and the membership when `members` is set.
     func track(
         _ fields: Set<LibraryField>,
@@ -99,7 +89,7 @@ package final class LiveLibrary {
             // Unowned, not weak: the tracker lives in this model's own registrar, so it can only
             // fire while the model is alive, and a weak reference would give every model a side
             // table, making each retain of it (a million for a big snapshot) take the slow path.
-            trackOnce({ _ = value(of: field) }) { [unowned self] in
+            trackOnce({ _ = self[field] }) { [unowned self] in
                 armed.remove(field)
                 changed(self, field)
             }

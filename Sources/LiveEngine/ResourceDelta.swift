@@ -59,7 +59,7 @@ struct ResourceDelta {
             for case .book(let book, let fields, _, let deleted) in change.items where book.id == id {
                 self.init(id: id)
                 self.deleted = deleted
-                bookFields = Self.values(fields) { book.value(of: $0) }
+                bookFields = Self.values(fields) { book[$0] }
                 return
             }
             return nil
@@ -71,15 +71,15 @@ struct ResourceDelta {
                 case .library(let library, let fields, let deleted) where library.id == id:
                     concerned = true
                     self.deleted = deleted
-                    libraryFields = Self.values(fields) { library.value(of: $0) }
+                    libraryFields = Self.values(fields) { library[$0] }
                 case .book(let book, let fields, let before, let deleted):
                     let move = MemberMove(
                         previous: before?.libraryId, current: book.libraryId, deleted: deleted, library: id)
                     switch move {
                     case .joined:
-                        added.append(.init(id: book.id, fields: Self.values(BookField.all) { book.value(of: $0) }))
+                        added.append(.init(id: book.id, fields: Self.values(BookField.all) { book[$0] }))
                     case .left: removed.append(book.id)
-                    case .stayed: changed.append(.init(id: book.id, fields: Self.values(fields) { book.value(of: $0) }))
+                    case .stayed: changed.append(.init(id: book.id, fields: Self.values(fields) { book[$0] }))
                     case .outside: continue
                     }
                     concerned = true
@@ -98,9 +98,9 @@ struct ResourceDelta {
                     removed.append(library.id)
                 } else if fields.contains(.id) {
                     added.append(
-                        .init(id: library.id, libraryFields: Self.values(LibraryField.all) { library.value(of: $0) }))
+                        .init(id: library.id, libraryFields: Self.values(LibraryField.all) { library[$0] }))
                 } else {
-                    changed.append(.init(id: library.id, libraryFields: Self.values(fields) { library.value(of: $0) }))
+                    changed.append(.init(id: library.id, libraryFields: Self.values(fields) { library[$0] }))
                 }
             }
             if added.isEmpty && removed.isEmpty && changed.isEmpty { return nil }
@@ -114,10 +114,10 @@ struct ResourceDelta {
                 let isIn = !deleted && filter.matches(book.keys)
                 switch (was, isIn) {
                 case (false, true):
-                    added.append(.init(id: book.id, fields: Self.values(BookField.all) { book.value(of: $0) }))
+                    added.append(.init(id: book.id, fields: Self.values(BookField.all) { book[$0] }))
                 case (true, false): removed.append(book.id)
                 case (true, true):
-                    changed.append(.init(id: book.id, fields: Self.values(fields) { book.value(of: $0) }))
+                    changed.append(.init(id: book.id, fields: Self.values(fields) { book[$0] }))
                 case (false, false): continue
                 }
             }

@@ -92,8 +92,8 @@ import Testing
         for step in 0..<240 {
             let book = (step * 7) % books.count
             var patch = BookPatch()
-            patch.title = "q\(step)"
-            if step % 6 == 5 { patch.publishedYear = .some(step) }  // two fields: reads first
+            patch[.title] = .string("q\(step)")
+            if step % 6 == 5 { patch[.publishedYear] = .int(step) }  // two fields: reads first
             let precondition: Precondition = step % 10 == 9 ? .versions([1, 2]) : .none
             let (id, queued) = (books[book], patch)
             group.enter()

@@ -85,7 +85,8 @@ import Testing
 
     @Test func patch_LeavesAbsentFieldsAndClearsNulls() {
         let draft = LibraryDraft(name: "Old", address: "Main St")
-        #expect(LibraryPatch(name: "New").applied(to: draft) == LibraryDraft(name: "New", address: "Main St"))
-        #expect(LibraryPatch(address: .some(nil)).applied(to: draft) == LibraryDraft(name: "Old", address: nil))
+        #expect(
+            LibraryPatch([.name: .string("New")]).applied(to: draft) == LibraryDraft(name: "New", address: "Main St"))
+        #expect(LibraryPatch([.address: .null]).applied(to: draft) == LibraryDraft(name: "Old", address: nil))
     }
 }

@@ -3,6 +3,8 @@ import LibraryDomain
 import SQLite
 import Testing
 
+@testable import LibraryStorage
+
 /// The field table (`LibraryModel/Fields.swift`) held against what it describes: the columns the
 /// migrations of both engines create, and the schemas of openapi.yaml.
 @Suite struct FieldTableTests {
@@ -21,7 +23,7 @@ import Testing
             .sorted()
         for file in files { try connection.execute(try text("Migrations/" + file)) }
         var tables: [String: [String: Bool]] = [:]
-        for table in ["libraries", "books"] {
+        for table in ["libraries", "books", "change_log"] {
             try connection.statement("PRAGMA table_info(\(table))").forEach { row in
                 tables[table, default: [:]][row.text(1)] = row.int(3) == 0
             }
@@ -112,6 +114,98 @@ import Testing
         }
         #expect(try Self.schema("BookPatch").properties.prefix(6) == BookField.writable.map(\.rawValue)[...])
         #expect(try Self.schema("LibraryPatch").properties.prefix(2) == LibraryField.writable.map(\.rawValue)[...])
+    }
+
+    @Test func `the change log has a column for every field of both resources, on both engines`() throws {
+        for (engine, columns) in [("SQLite", try Self.sqliteColumns()), ("PostgreSQL", try Self.postgresColumns())] {
+            let log = columns["change_log"] ?? [:]
+            #expect(
+                Set(log.keys) == Set(ChangeLog.metaColumns.map(\.name) + ChangeLog.fieldColumns.map(\.name)),
+                "\(engine)")
+            // A field's value is NULL in the rows of the other resource, so only the shared columns are NOT NULL.
+            for column in ChangeLog.fieldColumns where column.library == nil || column.book == nil {
+                #expect(log[column.name] == true, "\(engine): change_log.\(column.name) must allow NULL")
+            }
+        }
+        let kinds = Dictionary(uniqueKeysWithValues: ChangeLog.fieldColumns.map { ($0.name, $0.kind) })
+        #expect(kinds["library_id"] == .identifier && kinds["version"] == .integer)
+    }
+
+    /// A named schema's keywords (`minLength: 1` → ["minLength": "1"]), from openapi.yaml.
+    static func keywords(_ name: String) throws -> [String: String] {
+        let lines = try text("openapi.yaml").split(separator: "\n", omittingEmptySubsequences: false)
+        guard let start = lines.firstIndex(of: "    \(name):") else { throw TestFailure("no schema \(name)") }
+        var keywords: [String: String] = [:]
+        for line in lines[(start + 1)...] {
+            if line.hasPrefix("    "), !line.hasPrefix("     ") { break }
+            if line.hasPrefix("      "), !line.hasPrefix("       "), let colon = line.firstIndex(of: ":") {
+                keywords[line[..<colon].trimmingCharacters(in: .whitespaces)] =
+                    line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+        }
+        return keywords
+    }
+
+    /// The schema a property of `schema` refers to (`$ref: '#/components/schemas/Title'` → "Title").
+    static func reference(of property: String, in schema: String) throws -> String? {
+        let lines = try text("openapi.yaml").split(separator: "\n", omittingEmptySubsequences: false)
+        guard let start = lines.firstIndex(of: "    \(schema):"),
+            let at = lines[start...].firstIndex(of: "        \(property):")
+        else { throw TestFailure("no property \(property) in \(schema)") }
+        let next = lines[at + 1].trimmingCharacters(in: .whitespaces)
+        guard next.hasPrefix("$ref: '#/components/schemas/") else { return nil }
+        return String(next.dropFirst("$ref: '#/components/schemas/".count).dropLast())
+    }
+
+    @Test func `each writable field's rule is its openapi.yaml schema's bounds`() throws {
+        func check<Field: ResourceField>(_: Field.Type, in schema: String) throws {
+            for field in Field.writable {
+                let rule = field.descriptor.rule
+                let named = try Self.reference(of: field.rawValue, in: schema)
+                let keywords = try named.map(Self.keywords) ?? [:]
+                switch rule {
+                case .length(let bounds):
+                    #expect(keywords["maxLength"] == String(bounds.upperBound), "\(field)")
+                    #expect((keywords["minLength"] ?? "0") == String(bounds.lowerBound), "\(field)")
+                    #expect(keywords["pattern"] == "'^[^\\x00]*$'", "\(field): text refuses U+0000")
+                case .range(let bounds):
+                    #expect(keywords["minimum"] == String(bounds.lowerBound), "\(field)")
+                    #expect(keywords["maximum"] == String(bounds.upperBound), "\(field)")
+                case .uuid: #expect(keywords["format"] == "uuid", "\(field)")
+                case .isbn: #expect(named == "ISBN", "\(field)")
+                case nil: #expect(keywords["maxLength"] == nil && keywords["minimum"] == nil, "\(field)")
+                }
+            }
+        }
+        try check(LibraryField.self, in: "LibraryInput")
+        try check(BookField.self, in: "BookInput")
+    }
+
+    @Test func `a whole representation requires exactly the fields without a default, and says the defaults`() throws {
+        for (schema, fields) in [
+            ("LibraryInput", LibraryField.writable.map(\.descriptor)),
+            ("BookInput", BookField.writable.map(\.descriptor)),
+        ] {
+            #expect(
+                try Self.schema(schema).required == fields.filter { $0.defaultValue == nil }.map(\.name), "\(schema)")
+            let lines = try Self.text("openapi.yaml").split(separator: "\n", omittingEmptySubsequences: false)
+            let start = lines.firstIndex(of: "    \(schema):")!
+            for descriptor in fields {
+                guard let defaultValue = descriptor.defaultValue else { continue }
+                let at = lines[start...].firstIndex(of: "        \(descriptor.name):")!
+                let stated = lines[(at + 1)...(at + 3)].first { $0.contains("default:") }
+                let expected =
+                    switch defaultValue {
+                    case .null: "null"
+                    case .string(let text): "'\(text)'"
+                    case .int(let number): String(number)
+                    case .bool(let truth): String(truth)
+                    }
+                #expect(
+                    stated?.trimmingCharacters(in: .whitespaces) == "default: \(expected)",
+                    "\(schema).\(descriptor.name)")
+            }
+        }
     }
 
     @Test func `the filterable fields are the book list's filters`() {

@@ -172,18 +172,18 @@ import Testing
         var precondition = Precondition.none
         var missing = false
         switch scenario {
-        case 0: patch.title = "Dune Messiah"
-        case 1: patch.title = "Dune"  // unchanged: no write, no change logged
-        case 2: patch.isbn = .some(nil)
-        case 3: patch.publishedYear = 1969
-        case 4: patch.available = false
-        case 5: (patch.title, precondition) = ("Children of Dune", .versions([1]))
-        case 6: (patch.title, precondition) = ("Children of Dune", .versions([7, 8]))  // stale: 412
-        case 7: (patch.title, missing) = ("x", true)  // 404
-        case 8: patch.title = ""  // 422
-        case 9: (patch.title, missing) = ("", true)  // 404 before 422
-        case 10: (patch.title, patch.author) = ("Dune", "F. Herbert")  // two fields
-        default: (patch.author, precondition) = ("Frank Herbert", .exists)
+        case 0: patch[.title] = .string("Dune Messiah")
+        case 1: patch[.title] = .string("Dune")  // unchanged: no write, no change logged
+        case 2: patch[.isbn] = .null
+        case 3: patch[.publishedYear] = .int(1969)
+        case 4: patch[.available] = .bool(false)
+        case 5: (patch[.title], precondition) = (.string("Children of Dune"), .versions([1]))
+        case 6: (patch[.title], precondition) = (.string("Children of Dune"), .versions([7, 8]))  // stale: 412
+        case 7: (patch[.title], missing) = (.string("x"), true)  // 404
+        case 8: patch[.title] = .string("")  // 422
+        case 9: (patch[.title], missing) = (.string(""), true)  // 404 before 422
+        case 10: (patch[.title], patch[.author]) = (.string("Dune"), .string("F. Herbert"))  // two fields
+        default: (patch[.author], precondition) = (.string("Frank Herbert"), .exists)
         }
         let (chosenPatch, chosenPrecondition) = (patch, precondition)
         func run(_ fast: Bool) throws -> (outcome: String, log: [String]) {
@@ -232,7 +232,7 @@ import Testing
         let b = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "B")) }
         let book = try store.writeAndWait { try $0.createBook(BookDraft(libraryId: a.id, title: "t")) }
         var move = BookPatch()
-        move.libraryId = b.id
+        move[.libraryId] = .string(b.id)
         let patch = move
         let moved = try store.writeAndWait { try $0.updateBook(id: book.id, if: .none) { patch.applied(to: $0) } }
         #expect(moved.libraryId == b.id)

@@ -60,15 +60,6 @@ struct RequestBody {
     /// Whether the body has this member at all.
     func has(_ name: String) -> Bool { members[name] != nil }
 
-    /// A string member that must be present (full replacement or create).
-    mutating func required(_ name: String) -> String {
-        guard members[name] != nil else {
-            errors.append(FieldError(name, "is required"))
-            return ""
-        }
-        return string(name) ?? ""
-    }
-
     /// A string member that may be absent (nil) but not null.
     mutating func string(_ name: String) -> String? {
         switch members[name] {
@@ -92,14 +83,27 @@ struct RequestBody {
         }
     }
 
-    /// A nullable integer member: nil when absent, `.some(nil)` for null.
-    mutating func nullableInteger(_ name: String) -> Int?? {
+    /// An integer member: nil when absent; null only where `nullable`.
+    mutating func integer(_ name: String, nullable: Bool) -> FieldValue? {
         switch members[name] {
         case nil: return nil
-        case .null: return .some(nil)
-        case let value? where value.integer != nil: return .some(value.integer)
+        case .null where nullable: return .null
+        case let value? where value.integer != nil: return .int(value.integer!)
         case let other?:
-            errors.append(FieldError(name, "must be a whole number or null, not \(describe(other))"))
+            let expected = nullable ? "a whole number or null" : "a whole number"
+            errors.append(FieldError(name, "must be \(expected), not \(describe(other))"))
+            return nil
+        }
+    }
+
+    /// A nullable boolean member: nil when absent.
+    mutating func nullableBool(_ name: String) -> FieldValue? {
+        switch members[name] {
+        case nil: return nil
+        case .null: return .null
+        case .bool(let value): return .bool(value)
+        case let other?:
+            errors.append(FieldError(name, "must be a boolean or null, not \(other.typeName)"))
             return nil
         }
     }
@@ -131,62 +135,96 @@ struct RequestBody {
     }
 }
 
-/// Reading the domain's drafts and patches from request bodies.
-enum BodyDecoding {
-    static let libraryWritable = ["name", "address"]
-    static let libraryReadOnly = ["id", "bookCount", "version", "createdAt", "updatedAt"]
-    static let bookWritable = ["libraryId", "title", "author", "isbn", "publishedYear", "available"]
-    static let bookReadOnly = ["id", "version", "createdAt", "updatedAt"]
+extension RequestBody {
+    /// Checks the media type and parses the body of a representation of a resource with `Field`s:
+    /// members that are not writable fields are ignored when they are read-only, a 422 otherwise.
+    init<Field: ResourceField>(_ request: HTTPRequest, of _: Field.Type) throws(APIError) {
+        try self.init(
+            request, writable: Field.writable.map(\.rawValue),
+            readOnly: Field.allCases.filter { !$0.descriptor.writable }.map(\.rawValue))
+    }
 
-    /// A whole library (POST, PUT): absent optional fields take their defaults.
-    static func libraryDraft(_ request: HTTPRequest) throws(APIError) -> LibraryDraft {
-        var body = try RequestBody(request, writable: libraryWritable, readOnly: libraryReadOnly)
-        let draft = LibraryDraft(name: body.required("name"), address: body.nullableString("address") ?? nil)
+    /// The member for `field`, checked against the field's kind and nullability: nil when absent or
+    /// of another kind (then noted). A UUID is made canonical (lowercase).
+    mutating func value<Field: ResourceField>(_ field: Field) -> FieldValue? {
+        let name = field.rawValue
+        let descriptor = field.descriptor
+        let value: FieldValue?
+        switch (descriptor.kind, descriptor.nullable) {
+        case (.identifier, false):
+            value = string(name).map { .string(Identifier.canonical($0) ?? $0) }
+        case (.identifier, true):
+            value = nullableString(name).map { FieldValue($0.map { Identifier.canonical($0) ?? $0 }) }
+        case (.text, false), (.timestamp, false): value = string(name).map(FieldValue.string)
+        case (.text, true), (.timestamp, true): value = nullableString(name).map(FieldValue.init)
+        case (.integer, let nullable): value = integer(name, nullable: nullable)
+        case (.boolean, false): value = bool(name).map(FieldValue.bool)
+        case (.boolean, true): value = nullableBool(name)
+        }
+        return value
+    }
+
+    /// Every writable field the body has, each checked as `value(_:)` does.
+    mutating func values<Field: ResourceField>(of _: Field.Type) -> [Field: FieldValue] {
+        var values: [Field: FieldValue] = [:]
+        for field in Field.writable { values[field] = value(field) }
+        return values
+    }
+}
+
+/// Reading the domain's drafts and patches from request bodies, by the field table.
+enum BodyDecoding {
+    /// A whole representation (POST, PUT): absent fields take the table's defaults, and one without
+    /// a default is required; `preset` values stand for absent fields (the library in a path).
+    static func draft<Draft: FieldDraft>(
+        _ request: HTTPRequest, _: Draft.Type, preset: [Draft.Field: FieldValue] = [:]
+    ) throws(APIError) -> Draft {
+        var body = try RequestBody(request, of: Draft.Field.self)
+        var values: [Draft.Field: FieldValue] = [:]
+        for field in Draft.Field.writable {
+            if body.has(field.rawValue) {
+                values[field] = body.value(field)
+            } else if field.descriptor.defaultValue == nil && preset[field] == nil {
+                body.reject(FieldError(field.rawValue, "is required"))
+            }
+        }
+        for (field, value) in preset {
+            if let given = values[field], given != value {
+                body.reject(FieldError(field.rawValue, "must match the library in the path, or be left out"))
+            }
+            values[field] = value
+        }
         try body.check()
+        guard let draft = Draft(defaultsAnd: values) else {
+            throw .invalid(
+                Draft.Field.writable.filter { values[$0] == nil }.map { FieldError($0.rawValue, "is required") })
+        }
         return draft
+    }
+
+    /// A merge patch: the writable fields the body has.
+    static func patch<Field: ResourceField>(_ request: HTTPRequest, _: Field.Type) throws(APIError) -> Patch<Field> {
+        var body = try RequestBody(request, of: Field.self)
+        let patch = Patch(body.values(of: Field.self))
+        try body.check()
+        return patch
+    }
+
+    static func libraryDraft(_ request: HTTPRequest) throws(APIError) -> LibraryDraft {
+        try draft(request, LibraryDraft.self)
     }
 
     static func libraryPatch(_ request: HTTPRequest) throws(APIError) -> LibraryPatch {
-        var body = try RequestBody(request, writable: libraryWritable, readOnly: libraryReadOnly)
-        let patch = LibraryPatch(name: body.string("name"), address: body.nullableString("address"))
-        try body.check()
-        return patch
+        try patch(request, LibraryField.self)
     }
 
-    /// A whole book (POST, PUT). `pathLibraryID` is the library of `POST /libraries/{id}/books`;
-    /// a body that names another library there is a 422.
+    /// A whole book. `pathLibraryID` is the library of `POST /libraries/{id}/books`; a body that
+    /// names another library there is a 422.
     static func bookDraft(_ request: HTTPRequest, pathLibraryID: String? = nil) throws(APIError) -> BookDraft {
-        var body = try RequestBody(request, writable: bookWritable, readOnly: bookReadOnly)
-        var libraryId = pathLibraryID ?? body.required("libraryId")
-        if let pathLibraryID, body.has("libraryId") {
-            let given = body.string("libraryId")
-            if let given, Identifier.canonical(given) != pathLibraryID {
-                body.reject(FieldError("libraryId", "must match the library in the path, or be left out"))
-            }
-        }
-        libraryId = Identifier.canonical(libraryId) ?? libraryId
-        let draft = BookDraft(
-            libraryId: libraryId,
-            title: body.required("title"),
-            author: body.string("author") ?? "",
-            isbn: body.nullableString("isbn") ?? nil,
-            publishedYear: body.nullableInteger("publishedYear") ?? nil,
-            available: body.bool("available") ?? true
-        )
-        try body.check()
-        return draft
+        try draft(request, BookDraft.self, preset: pathLibraryID.map { [.libraryId: .string($0)] } ?? [:])
     }
 
     static func bookPatch(_ request: HTTPRequest) throws(APIError) -> BookPatch {
-        var body = try RequestBody(request, writable: bookWritable, readOnly: bookReadOnly)
-        var patch = BookPatch()
-        patch.libraryId = body.string("libraryId").map { Identifier.canonical($0) ?? $0 }
-        patch.title = body.string("title")
-        patch.author = body.string("author")
-        patch.isbn = body.nullableString("isbn")
-        patch.publishedYear = body.nullableInteger("publishedYear")
-        patch.available = body.bool("available")
-        try body.check()
-        return patch
+        try patch(request, BookField.self)
     }
 }

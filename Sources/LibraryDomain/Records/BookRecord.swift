@@ -1,22 +1,6 @@
-/// A book as stored: the plain, Sendable value used for JSON and SQL.
-package struct BookRecord: Sendable, Equatable {
-    package init(
-        id: String, libraryId: String, title: String, author: String, isbn: String?, publishedYear: Int?,
-        available: Bool, version: Int, createdAt: String, updatedAt: String, seq: Int
-    ) {
-        self.id = id
-        self.libraryId = libraryId
-        self.title = title
-        self.author = author
-        self.isbn = isbn
-        self.publishedYear = publishedYear
-        self.available = available
-        self.version = version
-        self.createdAt = createdAt
-        self.updatedAt = updatedAt
-        self.seq = seq
-    }
-
+/// A book as stored: the plain, Sendable value used for JSON and SQL. Its fields are the rows of
+/// `BookField`; everything that does not need one field by name reads them through the table.
+package struct BookRecord: FieldRecord {
     package var id: String
     package var libraryId: String
     package var title: String
@@ -30,21 +14,40 @@ package struct BookRecord: Sendable, Equatable {
     /// Insertion order, the key lists page by. Not part of the public representation.
     package var seq: Int
 
-    /// The writable fields.
-    package var draft: BookDraft {
-        BookDraft(
-            libraryId: libraryId,
-            title: title,
-            author: author,
-            isbn: isbn,
-            publishedYear: publishedYear,
-            available: available
-        )
+    package init(seq: Int, _ value: (BookField) -> FieldValue) {
+        id = value(.id).requiredString
+        libraryId = value(.libraryId).requiredString
+        title = value(.title).requiredString
+        author = value(.author).requiredString
+        isbn = value(.isbn).string
+        publishedYear = value(.publishedYear).int
+        available = value(.available).requiredBool
+        version = value(.version).requiredInt
+        createdAt = value(.createdAt).requiredString
+        updatedAt = value(.updatedAt).requiredString
+        self.seq = seq
     }
+
+    package subscript(field: BookField) -> FieldValue {
+        switch field {
+        case .id: .string(id)
+        case .libraryId: .string(libraryId)
+        case .title: .string(title)
+        case .author: .string(author)
+        case .isbn: FieldValue(isbn)
+        case .publishedYear: FieldValue(publishedYear)
+        case .available: .bool(available)
+        case .version: .int(version)
+        case .createdAt: .string(createdAt)
+        case .updatedAt: .string(updatedAt)
+        }
+    }
+
+    package var draft: BookDraft { BookDraft { self[$0] } }
 }
 
-/// The writable fields of a book, as a client sends them (with the documented defaults).
-package struct BookDraft: Sendable, Equatable {
+/// The writable fields of a book, as a client sends them (with the table's defaults).
+package struct BookDraft: FieldDraft {
     package var libraryId: String
     package var title: String
     package var author: String
@@ -68,59 +71,34 @@ package struct BookDraft: Sendable, Equatable {
         self.available = available
     }
 
-    /// Field errors that make this draft unacceptable; empty when it is valid. Whether the library
-    /// exists is checked by the store, inside the write.
-    package func validate() -> [FieldError] {
-        var errors: [FieldError] = []
-        if !Identifier.isValid(libraryId) {
-            errors.append(FieldError("libraryId", "must be a UUID"))
-        }
-        if title.unicodeScalars.isEmpty || title.unicodeScalars.count > 500 {
-            errors.append(FieldError("title", "must be 1 to 500 characters long"))
-        }
-        if author.unicodeScalars.count > 300 {
-            errors.append(FieldError("author", "must be at most 300 characters long"))
-        }
-        for (field, text) in [("title", title), ("author", author)] where text.utf8.contains(0) {
-            errors.append(FieldError(field, FieldError.noNUL))
-        }
-        if let isbn, !ISBN.isValid(isbn) {
-            errors.append(FieldError("isbn", "must be a valid ISBN-10 or ISBN-13 (hyphens allowed, checksum checked)"))
-        }
-        if let publishedYear, !(-9999...9999).contains(publishedYear) {
-            errors.append(FieldError("publishedYear", "must be between -9999 and 9999"))
-        }
-        return errors
-    }
-}
-
-/// A JSON merge patch (RFC 7396) of a book: nil leaves a field alone, `.some(nil)` clears it.
-package struct BookPatch: Sendable, Equatable {
-    package var libraryId: String?
-    package var title: String?
-    package var author: String?
-    package var isbn: String??
-    package var publishedYear: Int??
-    package var available: Bool?
-
-    package init() {}
-
-    /// The field errors of the values this patch sets (the others are stored, hence valid).
-    package func validate() -> [FieldError] {
-        let placeholder = BookDraft(libraryId: "00000000-0000-4000-8000-000000000000", title: "-")
-        return applied(to: placeholder).validate()
+    package init(_ value: (BookField) -> FieldValue) {
+        self.init(libraryId: "", title: "")
+        for field in BookField.writable { self[field] = value(field) }
     }
 
-    /// `draft` with this patch applied.
-    package func applied(to draft: BookDraft) -> BookDraft {
-        var result = draft
-        if let libraryId { result.libraryId = libraryId }
-        if let title { result.title = title }
-        if let author { result.author = author }
-        if let isbn { result.isbn = isbn }
-        if let publishedYear { result.publishedYear = publishedYear }
-        if let available { result.available = available }
-        return result
+    package subscript(field: BookField) -> FieldValue {
+        get {
+            switch field {
+            case .libraryId: .string(libraryId)
+            case .title: .string(title)
+            case .author: .string(author)
+            case .isbn: FieldValue(isbn)
+            case .publishedYear: FieldValue(publishedYear)
+            case .available: .bool(available)
+            case .id, .version, .createdAt, .updatedAt: preconditionFailure("\(field) is not writable")
+            }
+        }
+        set {
+            switch field {
+            case .libraryId: libraryId = newValue.requiredString
+            case .title: title = newValue.requiredString
+            case .author: author = newValue.requiredString
+            case .isbn: isbn = newValue.string
+            case .publishedYear: publishedYear = newValue.int
+            case .available: available = newValue.requiredBool
+            case .id, .version, .createdAt, .updatedAt: preconditionFailure("\(field) is not writable")
+            }
+        }
     }
 }
 
@@ -134,6 +112,15 @@ package struct BookFilter: Sendable, Hashable {
         self.libraryId = libraryId
         self.author = author
         self.available = available
+    }
+
+    /// The filtered fields and the value each must equal, in table order.
+    package var conditions: [(BookField, FieldValue)] {
+        var conditions: [(BookField, FieldValue)] = []
+        if let libraryId { conditions.append((.libraryId, .string(libraryId))) }
+        if let author { conditions.append((.author, .string(author))) }
+        if let available { conditions.append((.available, .bool(available))) }
+        return conditions
     }
 
     /// Whether a book with these filtered values is in the list. Text is compared byte for byte,

@@ -1,19 +1,6 @@
-/// A library as stored: the plain, Sendable value used for JSON and SQL.
-package struct LibraryRecord: Sendable, Equatable {
-    package init(
-        id: String, name: String, address: String?, bookCount: Int, version: Int, createdAt: String, updatedAt: String,
-        seq: Int
-    ) {
-        self.id = id
-        self.name = name
-        self.address = address
-        self.bookCount = bookCount
-        self.version = version
-        self.createdAt = createdAt
-        self.updatedAt = updatedAt
-        self.seq = seq
-    }
-
+/// A library as stored: the plain, Sendable value used for JSON and SQL. Its fields are the rows
+/// of `LibraryField`.
+package struct LibraryRecord: FieldRecord {
     package var id: String
     package var name: String
     package var address: String?
@@ -26,12 +13,34 @@ package struct LibraryRecord: Sendable, Equatable {
     /// Insertion order, the key lists page by. Not part of the public representation.
     package var seq: Int
 
-    /// The writable fields.
+    package init(seq: Int, _ value: (LibraryField) -> FieldValue) {
+        id = value(.id).requiredString
+        name = value(.name).requiredString
+        address = value(.address).string
+        bookCount = value(.bookCount).requiredInt
+        version = value(.version).requiredInt
+        createdAt = value(.createdAt).requiredString
+        updatedAt = value(.updatedAt).requiredString
+        self.seq = seq
+    }
+
+    package subscript(field: LibraryField) -> FieldValue {
+        switch field {
+        case .id: .string(id)
+        case .name: .string(name)
+        case .address: FieldValue(address)
+        case .bookCount: .int(bookCount)
+        case .version: .int(version)
+        case .createdAt: .string(createdAt)
+        case .updatedAt: .string(updatedAt)
+        }
+    }
+
     package var draft: LibraryDraft { LibraryDraft(name: name, address: address) }
 }
 
 /// The writable fields of a library, as a client sends them.
-package struct LibraryDraft: Sendable, Equatable {
+package struct LibraryDraft: FieldDraft {
     package var name: String
     package var address: String?
 
@@ -40,39 +49,24 @@ package struct LibraryDraft: Sendable, Equatable {
         self.address = address
     }
 
-    /// Field errors that make this draft unacceptable; empty when it is valid. Lengths count Unicode
-    /// scalars (code points), as JSON Schema's `maxLength` does.
-    package func validate() -> [FieldError] {
-        var errors: [FieldError] = []
-        let length = name.unicodeScalars.count
-        if length < 1 || length > 200 {
-            errors.append(FieldError("name", "must be 1 to 200 characters long"))
-        }
-        if let address, address.unicodeScalars.count > 500 {
-            errors.append(FieldError("address", "must be at most 500 characters long"))
-        }
-        for (field, text) in [("name", name), ("address", address ?? "")] where text.utf8.contains(0) {
-            errors.append(FieldError(field, FieldError.noNUL))
-        }
-        return errors
-    }
-}
-
-/// A JSON merge patch (RFC 7396) of a library: nil leaves a field alone, `.some(nil)` clears it.
-package struct LibraryPatch: Sendable, Equatable {
-    package var name: String?
-    package var address: String??
-
-    package init(name: String? = nil, address: String?? = nil) {
-        self.name = name
-        self.address = address
+    package init(_ value: (LibraryField) -> FieldValue) {
+        self.init(name: value(.name).requiredString, address: value(.address).string)
     }
 
-    /// `draft` with this patch applied.
-    package func applied(to draft: LibraryDraft) -> LibraryDraft {
-        var result = draft
-        if let name { result.name = name }
-        if let address { result.address = address }
-        return result
+    package subscript(field: LibraryField) -> FieldValue {
+        get {
+            switch field {
+            case .name: .string(name)
+            case .address: FieldValue(address)
+            case .id, .bookCount, .version, .createdAt, .updatedAt: preconditionFailure("\(field) is not writable")
+            }
+        }
+        set {
+            switch field {
+            case .name: name = newValue.requiredString
+            case .address: address = newValue.string
+            case .id, .bookCount, .version, .createdAt, .updatedAt: preconditionFailure("\(field) is not writable")
+            }
+        }
     }
 }

@@ -1,32 +1,115 @@
-extension LibraryRecord {
+/// A record of a resource, read field by field through the field table: what storage, JSON, events
+/// and the live models use, so that none of them names a field.
+package protocol FieldRecord: Sendable, Equatable {
+    associatedtype Field: ResourceField
+    associatedtype Draft: FieldDraft where Draft.Field == Field
+
+    /// Makes a record from each field's value (of the field's kind) and its insertion order.
+    init(seq: Int, _ value: (Field) -> FieldValue)
+
     /// The value of one field.
-    package func value(of field: LibraryField) -> FieldValue {
-        switch field {
-        case .id: .string(id)
-        case .name: .string(name)
-        case .address: FieldValue(address)
-        case .bookCount: .int(bookCount)
-        case .version: .int(version)
-        case .createdAt: .string(createdAt)
-        case .updatedAt: .string(updatedAt)
+    subscript(field: Field) -> FieldValue { get }
+
+    /// Insertion order, the key lists page by. Not part of the public representation.
+    var seq: Int { get }
+
+    /// The writable fields.
+    var draft: Draft { get }
+}
+
+/// The writable fields of a resource, as a client sends them, read and written field by field.
+package protocol FieldDraft: Sendable, Equatable {
+    associatedtype Field: ResourceField
+
+    /// Makes a draft from each writable field's value.
+    init(_ value: (Field) -> FieldValue)
+
+    /// A writable field's value; setting a field that is not writable, or a value of another kind,
+    /// is a programming error.
+    subscript(field: Field) -> FieldValue { get set }
+}
+
+extension FieldDraft {
+    /// A draft made of the table's default values and `values`: nil when a field that has no
+    /// default is missing (the caller reports it).
+    package init?(defaultsAnd values: [Field: FieldValue]) {
+        for field in Field.writable where values[field] == nil && field.descriptor.defaultValue == nil {
+            return nil
         }
+        self.init { values[$0] ?? $0.descriptor.defaultValue! }
+    }
+
+    /// Field errors that make this draft unacceptable, by the rules of the field table; empty when
+    /// it is valid. Whether a library a book names exists is checked by the store, inside the write.
+    package func validate() -> [FieldError] {
+        Field.writable.flatMap { $0.errors(in: self[$0]) }
     }
 }
 
-extension BookRecord {
-    /// The value of one field.
-    package func value(of field: BookField) -> FieldValue {
-        switch field {
-        case .id: .string(id)
-        case .libraryId: .string(libraryId)
-        case .title: .string(title)
-        case .author: .string(author)
-        case .isbn: FieldValue(isbn)
-        case .publishedYear: FieldValue(publishedYear)
-        case .available: .bool(available)
-        case .version: .int(version)
-        case .createdAt: .string(createdAt)
-        case .updatedAt: .string(updatedAt)
+extension ResourceField {
+    /// What is wrong with `value` as this field's (already of the field's kind): its rule, and no
+    /// U+0000 in text, which PostgreSQL cannot store.
+    package func errors(in value: FieldValue) -> [FieldError] {
+        let name = rawValue
+        var errors: [FieldError] = []
+        switch (descriptor.rule, value) {
+        case (.length(let bounds), .string(let text)):
+            if !bounds.contains(text.unicodeScalars.count) {
+                let message =
+                    bounds.lowerBound == 0
+                    ? "must be at most \(bounds.upperBound) characters long"
+                    : "must be \(bounds.lowerBound) to \(bounds.upperBound) characters long"
+                errors.append(FieldError(name, message))
+            }
+        case (.range(let bounds), .int(let number)):
+            if !bounds.contains(number) {
+                errors.append(FieldError(name, "must be between \(bounds.lowerBound) and \(bounds.upperBound)"))
+            }
+        case (.uuid, .string(let text)):
+            if !Identifier.isValid(text) { errors.append(FieldError(name, "must be a UUID")) }
+        case (.isbn, .string(let text)):
+            if !ISBN.isValid(text) {
+                errors.append(
+                    FieldError(name, "must be a valid ISBN-10 or ISBN-13 (hyphens allowed, checksum checked)"))
+            }
+        case (.length, _), (.range, _), (.uuid, _), (.isbn, _), (nil, _):
+            break  // null, where the field may be null, or no rule
         }
+        if case .string(let text) = value, text.utf8.contains(0) { errors.append(FieldError(name, FieldError.noNUL)) }
+        return errors
     }
 }
+
+/// A JSON merge patch (RFC 7396): the writable fields it sets, each with its new value (`.null`
+/// clears a nullable one); the others are left alone.
+package struct Patch<Field: ResourceField>: Sendable, Equatable {
+    package private(set) var values: [Field: FieldValue] = [:]
+
+    package init(_ values: [Field: FieldValue] = [:]) {
+        self.values = values
+    }
+
+    /// The new value of `field`, or nil when the patch leaves it alone.
+    package subscript(field: Field) -> FieldValue? {
+        get { values[field] }
+        set { values[field] = newValue }
+    }
+
+    /// The fields it sets, in table order.
+    package var fields: [Field] { Field.writable.filter { values[$0] != nil } }
+
+    /// `draft` with this patch applied.
+    package func applied<Draft: FieldDraft>(to draft: Draft) -> Draft where Draft.Field == Field {
+        var result = draft
+        for (field, value) in values { result[field] = value }
+        return result
+    }
+
+    /// The field errors of the values this patch sets (the others are stored, hence valid).
+    package func validate() -> [FieldError] {
+        fields.flatMap { $0.errors(in: values[$0]!) }
+    }
+}
+
+package typealias BookPatch = Patch<BookField>
+package typealias LibraryPatch = Patch<LibraryField>

@@ -42,18 +42,10 @@ package enum ChangeItem: Sendable {
     }
 }
 
-extension LibraryRecord {
+extension FieldRecord {
     /// The fields whose values differ from `old`; every field when there is no `old`.
-    package func changedFields(from old: LibraryRecord?) -> Set<LibraryField> {
-        guard let old else { return Set(LibraryField.allCases) }
-        return Set(LibraryField.allCases.filter { value(of: $0) != old.value(of: $0) })
-    }
-}
-
-extension BookRecord {
-    /// The fields whose values differ from `old`; every field when there is no `old`.
-    package func changedFields(from old: BookRecord?) -> Set<BookField> {
-        guard let old else { return Set(BookField.allCases) }
-        return Set(BookField.allCases.filter { value(of: $0) != old.value(of: $0) })
+    package func changedFields(from old: Self?) -> Set<Field> {
+        guard let old else { return Set(Field.allCases) }
+        return Set(Field.allCases.filter { self[$0] != old[$0] })
     }
 }

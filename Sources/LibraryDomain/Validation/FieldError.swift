@@ -1,6 +1,6 @@
 /// What is wrong with one field of a request body.
 package struct FieldError: Sendable, Equatable {
-    /// The field's JSON name (`title`, `publishedYear`).
+    /// The field's JSON name (`title`, `name`).
     package var field: String
     /// A sentence fragment saying what the field must be.
     package var message: String

@@ -114,9 +114,7 @@ final class PGWriter: Sendable {
     /// an array, which `unnest` turns back into rows.
     private static let insertLog = """
         INSERT INTO change_log (\(ChangeLog.columns))
-        SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::boolean[], ?::text[], ?::text[], ?::text[],
-            ?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::boolean[],
-            ?::bigint[], ?::text[], ?::text[], ?::text[], ?::boolean[])
+        SELECT * FROM unnest(\(ChangeLog.kinds.map { "?::" + $0.postgresArray }.joined(separator: ", ")))
         """
 
     /// Each column of `rows` as a PostgreSQL array literal (`{"a","b",NULL}`): every element quoted,

@@ -1,0 +1,91 @@
+import LibraryDomain
+import SQLite
+
+/// The SQL of a resource's table, made from the field table: the columns reads select and writes
+/// return, row decoding by the position each column was selected at, and the columns a create sets.
+/// No statement of either engine names a field's column by hand.
+struct RecordTable<Record: FieldRecord>: Sendable {
+    typealias Field = Record.Field
+
+    /// The table's name.
+    let name: String
+    /// `seq`, then every field's column in table order: what reads select and writes return.
+    let columns: String
+    /// The fields in table order, with their descriptors (made once, not per row).
+    private let fields: [(field: Field, descriptor: FieldDescriptor)]
+    /// Each field's position in a row of `columns`.
+    private let positions: [Field: Int]
+
+    init(name: String) {
+        self.name = name
+        fields = Field.allCases.map { ($0, $0.descriptor) }
+        columns = (["seq"] + fields.map(\.descriptor.column)).joined(separator: ", ")
+        positions = Dictionary(uniqueKeysWithValues: fields.enumerated().map { ($1.field, $0) })
+    }
+
+    /// The record in a row of `columns`.
+    func record(_ row: SQLRow) -> Record {
+        var values: [FieldValue] = []
+        values.reserveCapacity(fields.count)
+        for (index, (_, descriptor)) in fields.enumerated() {
+            values.append(row.value(Int32(index + 1), descriptor))
+        }
+        return Record(seq: row.int(0)) { values[positions[$0]!] }
+    }
+
+    /// `INSERT INTO name (…) VALUES (…) RETURNING columns`: `id`, every writable field's column and
+    /// the two timestamps, whose values `insertValues` gives in the same order.
+    var insert: String {
+        let set = ["id"] + Field.writable.map(\.descriptor.column) + ["created_at", "updated_at"]
+        return """
+            INSERT INTO \(name) (\(set.joined(separator: ", "))) VALUES (\(set.map { _ in "?" }.joined(separator: ", ")))
+            RETURNING \(columns)
+            """
+    }
+
+    /// The values of `insert` for a new resource `id` made of `draft` at `now`.
+    func insertValues(id: String, _ draft: Record.Draft, now: String) -> [SQLiteValue] {
+        [.text(id)] + Field.writable.map { SQLiteValue(draft[$0]) } + [.text(now), .text(now)]
+    }
+}
+
+/// The two tables of resources.
+enum Tables {
+    static let libraries = RecordTable<LibraryRecord>(name: "libraries")
+    static let books = RecordTable<BookRecord>(name: "books")
+}
+
+extension SQLRow {
+    /// The value at `index` of a column that holds a field described by `descriptor`.
+    func value(_ index: Int32, _ descriptor: FieldDescriptor) -> FieldValue {
+        if descriptor.nullable && isNull(index) { return .null }
+        switch descriptor.kind {
+        case .identifier, .text, .timestamp: return .string(text(index))
+        case .integer: return .int(int(index))
+        case .boolean: return .bool(bool(index))
+        }
+    }
+}
+
+extension SQLiteValue {
+    /// A field's value as a parameter of either engine (a boolean as 0 or 1).
+    init(_ value: FieldValue) {
+        switch value {
+        case .string(let text): self = .text(text)
+        case .int(let number): self = .int(number)
+        case .bool(let truth): self = .bool(truth)
+        case .null: self = .null
+        }
+    }
+}
+
+extension FieldKind {
+    /// The PostgreSQL array type a column of this kind is sent as (the change log's `unnest`).
+    var postgresArray: String {
+        switch self {
+        case .identifier, .text, .timestamp: "text[]"
+        case .integer: "bigint[]"
+        case .boolean: "boolean[]"
+        }
+    }
+}
