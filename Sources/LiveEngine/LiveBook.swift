@@ -4,19 +4,16 @@ import Observation
 /// A book that somebody watches, directly or as a member of a watched library, as an observable
 /// model.
 ///
-/// Applying a committed change assigns only the fields whose values differ, so Observation reports
-/// exactly the fields a write changed. Bookkeeping is `@ObservationIgnored`: touching it never
-/// notifies anybody.
+/// Its fields are observed one by one, through `self[field]` (the key path `\.[field]`), and
+/// applying a committed change tells Observation of exactly the fields whose values differ, so it
+/// reports exactly the fields a write changed. Bookkeeping is `@ObservationIgnored`: touching it
+/// never notifies anybody.
 @LiveActor
 @Observable
 package final class LiveBook {
-    package let id: String
-    /// The book's values. Read one field at a time through `self[field]`, which Observation tracks
-    /// per field (the key path `\.[field]`); never observed as a whole.
+    /// The book's values, and its insertion order (`seq`). Read one field at a time through
+    /// `self[field]`; never observed as a whole.
     @ObservationIgnored private var record: BookRecord
-
-    /// Insertion order (the row's `seq`), the order of a library's members.
-    @ObservationIgnored let order: Int
     /// The latest change this model already reflects: older ones, still on their way, are skipped.
     @ObservationIgnored var baseSeq: Int
     /// Fields with an Observation tracker waiting for their next change.
@@ -27,11 +24,14 @@ package final class LiveBook {
     @ObservationIgnored var joinedSeq = 0
 
     init(_ record: BookRecord, seq: Int) {
-        id = record.id
         self.record = record
-        order = record.seq
         baseSeq = seq
     }
+
+    package var id: String { record.id }
+
+    /// Insertion order (the row's `seq`), the order of a library's members.
+    var order: Int { record.seq }
 
     /// One field's value; inside `withObservationTracking`, tracks that field alone.
     subscript(field: BookField) -> FieldValue {
@@ -48,7 +48,9 @@ package final class LiveBook {
     /// Takes the values of `new`, telling Observation of exactly the fields that differ.
     func update(_ new: BookRecord) {
         let changed = BookField.allCases.filter { $0 != .id && new[$0] != record[$0] }
-        if !changed.isEmpty { mutating(changed[...]) { record = new } }
+        var next = new
+        next.seq = record.seq  // a change log's record has no insertion order
+        if !changed.isEmpty { mutating(changed[...]) { record = next } }
     }
 
     /// Runs `change` as a mutation of each of `fields`: Observation hears of each one, and of no other.

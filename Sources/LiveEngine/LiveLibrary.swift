@@ -8,7 +8,6 @@ import Observation
 @LiveActor
 @Observable
 package final class LiveLibrary {
-    package let id: String
     /// The library's values. Read one field at a time through `self[field]`, which Observation
     /// tracks per field (the key path `\.[field]`); never observed as a whole.
     @ObservationIgnored private var record: LibraryRecord
@@ -32,12 +31,13 @@ package final class LiveLibrary {
     @ObservationIgnored var snapshots: [SubscriptionRequest.Shape: LiveEvent] = [:]
 
     init(_ record: LibraryRecord, members: [LiveBook], seq: Int) {
-        id = record.id
         self.record = record
         self.members = Dictionary(members.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         baseSeq = seq
         ordered = members
     }
+
+    package var id: String { record.id }
 
     /// One field's value; inside `withObservationTracking`, tracks that field alone.
     subscript(field: LibraryField) -> FieldValue {
