@@ -49,7 +49,7 @@ public enum LibraryClientError: Error, Sendable, Equatable {
 public struct ResourceState: Sendable, Equatable {
     public let values: [String: FieldValue]
 
-    public subscript(field: BookField) -> FieldValue? { values[field.rawValue] }
-    public subscript(field: LibraryField) -> FieldValue? { values[field.rawValue] }
+    public subscript(field: BookField) -> FieldValue? { values[field.name] }
+    public subscript(field: LibraryField) -> FieldValue? { values[field.name] }
     public var version: Int? { values["version"]?.int }
 }

@@ -83,14 +83,14 @@ extension LibraryClient {
             }
             guard let fields = book.storage.watchedFields else { continue }
             let path = "/books/" + id.lowercased
-            watches[watchesEveryField ? path : Self.watch(path, fields.map(\.rawValue))] = .book(id)
+            watches[watchesEveryField ? path : Self.watch(path, fields.map(\.name))] = .book(id)
         }
         for (id, box) in libraries {
             guard let library = box.value else {
                 libraries[id] = nil
                 continue
             }
-            var fields = library.storage.watchedFields?.map(\.rawValue)
+            var fields = library.storage.watchedFields?.map(\.name)
             guard !library.storage.wasDeleted else { continue }
             if library.membership.demanded { fields = (fields ?? []) + ["books"] }
             guard let fields else { continue }

@@ -165,7 +165,7 @@ public struct Changes<Model: LiveModel> {
         }
         set {
             guard let field = storage.field(of: keyPath, in: model), field.descriptor.writable else {
-                readOnly.append(storage.field(of: keyPath, in: model)?.rawValue ?? "\(keyPath)")
+                readOnly.append(storage.field(of: keyPath, in: model)?.name ?? "\(keyPath)")
                 return
             }
             values[field] = newValue.fieldValue

@@ -67,7 +67,7 @@ extension LibraryClient {
         UUID, [String: JSON]
     ) {
         guard changes.readOnly.isEmpty else { throw Self.readOnlyError(changes.readOnly) }
-        let body = JSON.object(Dictionary(uniqueKeysWithValues: changes.values.map { ($0.rawValue, JSON($1)) }))
+        let body = JSON.object(Dictionary(uniqueKeysWithValues: changes.values.map { ($0.name, JSON($1)) }))
         let key = UUID().uuidString.lowercased()
         var attempt = 0
         while true {
@@ -94,7 +94,7 @@ extension LibraryClient {
         storage.setOverlay(values)
         defer { storage.clearOverlay(values.keys) }
         if storage.knownVersion == nil { try await refresh(storage, path: path) }
-        let body = JSON.object(Dictionary(uniqueKeysWithValues: values.map { ($0.rawValue, JSON($1)) }))
+        let body = JSON.object(Dictionary(uniqueKeysWithValues: values.map { ($0.name, JSON($1)) }))
         for attempt in 1...2 {
             let stamps = storage.streamStamps
             var headers: [(String, String)] = []
@@ -107,7 +107,7 @@ extension LibraryClient {
                 return
             case 412:
                 let current = try await refresh(storage, path: path)
-                let untouched = values.keys.allSatisfy { current.values[$0.rawValue] == before[$0] ?? nil }
+                let untouched = values.keys.allSatisfy { current.values[$0.name] == before[$0] ?? nil }
                 guard attempt == 1, untouched else {
                     throw .conflict(current: current, detail: answer.error.detail)
                 }

@@ -61,24 +61,43 @@ public struct FieldDescriptor: Sendable, Hashable {
     }
 }
 
-/// A field of a resource: its enum case names the row of the table it stands for.
-public protocol ResourceField: CaseIterable, Hashable, Sendable, RawRepresentable where RawValue == String {
-    var descriptor: FieldDescriptor { get }
+/// A field of a resource: its enum case stands for a row of the table, and its raw value is the
+/// row's position, so looking a field's row up costs an index, not a hash.
+public protocol ResourceField: CaseIterable, Hashable, Sendable, RawRepresentable where RawValue == Int {
+    /// Every field's row, in the order of the cases.
+    static var table: [FieldDescriptor] { get }
+    /// Every field's name, in the order of the cases (`table`'s, read without copying a row).
+    static var names: [String] { get }
 }
 
 extension ResourceField {
+    /// The field's row of the table. (Inlinable, as the other members here: they run for every
+    /// field of every record the server reads or writes, and must be specialized where used.)
+    @inlinable public var descriptor: FieldDescriptor { Self.table[rawValue] }
+
+    /// The name in JSON bodies, `fields=` lists and events.
+    @inlinable public var name: String { Self.names[rawValue] }
+
     /// The fields a client writes, in table order.
-    public static var writable: [Self] { allCases.filter(\.descriptor.writable) }
+    @inlinable public static var writable: [Self] { allCases.filter { table[$0.rawValue].writable } }
 
     /// The field named `name` in JSON, if there is one.
-    public init?(named name: some StringProtocol) { self.init(rawValue: String(name)) }
+    public init?(named name: some StringProtocol) {
+        guard let position = Self.table.firstIndex(where: { $0.name.utf8.elementsEqual(name.utf8) }) else {
+            return nil
+        }
+        self.init(rawValue: position)
+    }
 }
 
 /// The fields of a library's representation, in the order they are written.
-public enum LibraryField: String, ResourceField {
+public enum LibraryField: Int, ResourceField {
     case id, name, address, bookCount, version, createdAt, updatedAt
 
-    public var descriptor: FieldDescriptor {
+    public static let table = allCases.map(\.row)
+    public static let names = table.map(\.name)
+
+    private var row: FieldDescriptor {
         switch self {
         case .id: FieldDescriptor("id", column: "id", .identifier)
         case .name: FieldDescriptor("name", column: "name", .text, writable: true, rule: .length(1...200))
@@ -93,10 +112,13 @@ public enum LibraryField: String, ResourceField {
 }
 
 /// The fields of a book's representation, in the order they are written.
-public enum BookField: String, ResourceField {
+public enum BookField: Int, ResourceField {
     case id, libraryId, title, author, isbn, publishedYear, available, version, createdAt, updatedAt
 
-    public var descriptor: FieldDescriptor {
+    public static let table = allCases.map(\.row)
+    public static let names = table.map(\.name)
+
+    private var row: FieldDescriptor {
         switch self {
         case .id: FieldDescriptor("id", column: "id", .identifier)
         case .libraryId:
@@ -129,28 +151,28 @@ public enum FieldValue: Sendable, Hashable {
     case bool(Bool)
     case null
 
-    public init(_ value: String?) { self = value.map(FieldValue.string) ?? .null }
-    public init(_ value: Int?) { self = value.map(FieldValue.int) ?? .null }
+    @inlinable public init(_ value: String?) { self = value.map(FieldValue.string) ?? .null }
+    @inlinable public init(_ value: Int?) { self = value.map(FieldValue.int) ?? .null }
 
-    public var string: String? { if case .string(let value) = self { value } else { nil } }
-    public var int: Int? { if case .int(let value) = self { value } else { nil } }
-    public var bool: Bool? { if case .bool(let value) = self { value } else { nil } }
+    @inlinable public var string: String? { if case .string(let value) = self { value } else { nil } }
+    @inlinable public var int: Int? { if case .int(let value) = self { value } else { nil } }
+    @inlinable public var bool: Bool? { if case .bool(let value) = self { value } else { nil } }
 
     /// The text of a value that must be text: a value of another kind here is a programming error
     /// (bodies are checked against the table's kinds before a value is made).
-    public var requiredString: String {
+    @inlinable public var requiredString: String {
         guard case .string(let value) = self else { preconditionFailure("\(self) is not text") }
         return value
     }
 
     /// The whole number of a value that must be one.
-    public var requiredInt: Int {
+    @inlinable public var requiredInt: Int {
         guard case .int(let value) = self else { preconditionFailure("\(self) is not a whole number") }
         return value
     }
 
     /// The truth value of a value that must be one.
-    public var requiredBool: Bool {
+    @inlinable public var requiredBool: Bool {
         guard case .bool(let value) = self else { preconditionFailure("\(self) is not a boolean") }
         return value
     }

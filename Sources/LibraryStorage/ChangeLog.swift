@@ -106,10 +106,11 @@ enum ChangeLog {
     private static let libraryPositions = positions(\.library)
     private static let bookPositions = positions(\.book)
 
-    private static func positions<Field>(_ field: KeyPath<FieldColumn, Field?>) -> [Field: Int32] {
-        var positions: [Field: Int32] = [:]
+    /// By field (its `rawValue`), the position of its column in a row of `columns`.
+    private static func positions<Field: ResourceField>(_ field: KeyPath<FieldColumn, Field?>) -> [Int32] {
+        var positions = [Int32](repeating: -1, count: Field.allCases.count)
         for (index, column) in fieldColumns.enumerated() {
-            if let field = column[keyPath: field] { positions[field] = Int32(metaColumns.count + index) }
+            if let field = column[keyPath: field] { positions[field.rawValue] = Int32(metaColumns.count + index) }
         }
         return positions
     }
@@ -121,21 +122,27 @@ enum ChangeLog {
         let id = FieldValue.string(row.text(2))
         if row.text(1) == "library" {
             let library = LibraryRecord(seq: 0) { field in
-                field == .id ? id : row.value(libraryPositions[field]!, field.descriptor)
+                field == .id ? id : row.value(libraryPositions[field.rawValue], FieldShape(field.descriptor))
             }
-            return (seq, .library(library, fields: Set(fields.compactMap(LibraryField.init)), deleted: row.bool(3)))
+            return (
+                seq, .library(library, fields: Set(fields.compactMap { LibraryField(named: $0) }), deleted: row.bool(3))
+            )
         }
-        let book = BookRecord(seq: 0) { field in field == .id ? id : row.value(bookPositions[field]!, field.descriptor)
+        let book = BookRecord(seq: 0) { field in
+            field == .id ? id : row.value(bookPositions[field.rawValue], FieldShape(field.descriptor))
         }
         // Created by this change: nothing before it; else each filtered value as it was.
-        let created = fields.contains(BookField.id.rawValue)
+        let created = fields.contains(BookField.id.name)
         let before =
             created
             ? nil
             : BookKeys(
                 libraryId: row.optionalText(5) ?? book.libraryId, author: row.optionalText(6) ?? book.author,
                 available: row.optionalBool(7) ?? book.available)
-        return (seq, .book(book, fields: Set(fields.compactMap(BookField.init)), before: before, deleted: row.bool(3)))
+        return (
+            seq,
+            .book(book, fields: Set(fields.compactMap { BookField(named: $0) }), before: before, deleted: row.bool(3))
+        )
     }
 
     /// The first row to keep when changes `previous + 1 ... last` were just appended, if one of
@@ -146,8 +153,8 @@ enum ChangeLog {
         return firstItem(of: last / 64 * 64 - history + 1)
     }
 
-    private static func names<Field: RawRepresentable>(_ fields: Set<Field>) -> String where Field.RawValue == String {
-        fields.map(\.rawValue).sorted().joined(separator: ",")
+    private static func names<Field: ResourceField>(_ fields: Set<Field>) -> String {
+        fields.map { $0.name }.sorted().joined(separator: ",")
     }
 }
 

@@ -11,26 +11,18 @@ struct RecordTable<Record: FieldRecord>: Sendable {
     let name: String
     /// `seq`, then every field's column in table order: what reads select and writes return.
     let columns: String
-    /// The fields in table order, with their descriptors (made once, not per row).
-    private let fields: [(field: Field, descriptor: FieldDescriptor)]
-    /// Each field's position in a row of `columns`.
-    private let positions: [Field: Int]
+    /// Each field's kind and nullability, by position (read per row without copying a table row).
+    private let shapes: [FieldShape]
 
     init(name: String) {
         self.name = name
-        fields = Field.allCases.map { ($0, $0.descriptor) }
-        columns = (["seq"] + fields.map(\.descriptor.column)).joined(separator: ", ")
-        positions = Dictionary(uniqueKeysWithValues: fields.enumerated().map { ($1.field, $0) })
+        columns = (["seq"] + Field.table.map(\.column)).joined(separator: ", ")
+        shapes = Field.table.map(FieldShape.init)
     }
 
-    /// The record in a row of `columns`.
+    /// The record in a row of `columns`, where a field's column follows `seq` at the field's position.
     func record(_ row: SQLRow) -> Record {
-        var values: [FieldValue] = []
-        values.reserveCapacity(fields.count)
-        for (index, (_, descriptor)) in fields.enumerated() {
-            values.append(row.value(Int32(index + 1), descriptor))
-        }
-        return Record(seq: row.int(0)) { values[positions[$0]!] }
+        Record(seq: row.int(0)) { row.value(Int32($0.rawValue + 1), shapes[$0.rawValue]) }
     }
 
     /// `INSERT INTO name (…) VALUES (…) RETURNING columns`: `id`, every writable field's column and
@@ -55,11 +47,22 @@ enum Tables {
     static let books = RecordTable<BookRecord>(name: "books")
 }
 
+/// What decoding a field's column needs to know of it.
+struct FieldShape: Sendable {
+    let kind: FieldKind
+    let nullable: Bool
+
+    init(_ descriptor: FieldDescriptor) {
+        kind = descriptor.kind
+        nullable = descriptor.nullable
+    }
+}
+
 extension SQLRow {
-    /// The value at `index` of a column that holds a field described by `descriptor`.
-    func value(_ index: Int32, _ descriptor: FieldDescriptor) -> FieldValue {
-        if descriptor.nullable && isNull(index) { return .null }
-        switch descriptor.kind {
+    /// The value at `index` of a column that holds a field of `shape`.
+    func value(_ index: Int32, _ shape: FieldShape) -> FieldValue {
+        if shape.nullable && isNull(index) { return .null }
+        switch shape.kind {
         case .identifier, .text, .timestamp: return .string(text(index))
         case .integer: return .int(int(index))
         case .boolean: return .bool(bool(index))

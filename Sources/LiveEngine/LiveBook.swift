@@ -35,7 +35,7 @@ package final class LiveBook {
 
     /// One field's value; inside `withObservationTracking`, tracks that field alone.
     subscript(field: BookField) -> FieldValue {
-        access(keyPath: Self.paths[field]!)
+        access(keyPath: Self.paths[field.rawValue])
         return record[field]
     }
 
@@ -43,7 +43,7 @@ package final class LiveBook {
     var libraryId: String { record.libraryId }
 
     /// The key path each field is observed by, made once.
-    private static let paths = Dictionary(uniqueKeysWithValues: BookField.allCases.map { ($0, \LiveBook.[$0]) })
+    private static let paths = BookField.allCases.map { \LiveBook.[$0] }
 
     /// Takes the values of `new`, telling Observation of exactly the fields that differ.
     func update(_ new: BookRecord) {
@@ -56,7 +56,7 @@ package final class LiveBook {
     /// Runs `change` as a mutation of each of `fields`: Observation hears of each one, and of no other.
     private func mutating(_ fields: ArraySlice<BookField>, _ change: () -> Void) {
         guard let field = fields.first else { return change() }
-        withMutation(keyPath: Self.paths[field]!) { mutating(fields.dropFirst(), change) }
+        withMutation(keyPath: Self.paths[field.rawValue]) { mutating(fields.dropFirst(), change) }
     }
 
     /// Tracks each of `fields` not tracked yet; `changed` hears of the first change of each.

@@ -38,7 +38,7 @@ package struct LiveEvent: Sendable {
         package private(set) var values: [FieldValue] = []
 
         init(fields: [BookField], capacity: Int) {
-            self.init(names: fields.map(\.rawValue), capacity: capacity)
+            self.init(names: fields.map { $0.name }, capacity: capacity)
         }
 
         init(names: [String], capacity: Int) {

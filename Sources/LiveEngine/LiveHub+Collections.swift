@@ -88,7 +88,7 @@ extension LiveHub {
             event.members = table
         case .libraries(let libraries):
             let fields = LibraryField.allCases.filter { $0 != .id && shape.libraryFields.contains($0) }
-            var table = LiveEvent.MemberTable(names: fields.map(\.rawValue), capacity: libraries.count)
+            var table = LiveEvent.MemberTable(names: fields.map(\.name), capacity: libraries.count)
             for library in libraries {
                 table.append(library.id, values: fields.lazy.map { library[$0] })
             }

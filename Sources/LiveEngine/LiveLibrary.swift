@@ -41,12 +41,12 @@ package final class LiveLibrary {
 
     /// One field's value; inside `withObservationTracking`, tracks that field alone.
     subscript(field: LibraryField) -> FieldValue {
-        access(keyPath: Self.paths[field]!)
+        access(keyPath: Self.paths[field.rawValue])
         return record[field]
     }
 
     /// The key path each field is observed by, made once.
-    private static let paths = Dictionary(uniqueKeysWithValues: LibraryField.allCases.map { ($0, \LiveLibrary.[$0]) })
+    private static let paths = LibraryField.allCases.map { \LiveLibrary.[$0] }
 
     /// Takes the values of `new`, telling Observation of exactly the fields that differ.
     func update(_ new: LibraryRecord) {
@@ -57,7 +57,7 @@ package final class LiveLibrary {
     /// Runs `change` as a mutation of each of `fields`: Observation hears of each one, and of no other.
     private func mutating(_ fields: ArraySlice<LibraryField>, _ change: () -> Void) {
         guard let field = fields.first else { return change() }
-        withMutation(keyPath: Self.paths[field]!) { mutating(fields.dropFirst(), change) }
+        withMutation(keyPath: Self.paths[field.rawValue]) { mutating(fields.dropFirst(), change) }
     }
 
     func add(_ book: LiveBook) {

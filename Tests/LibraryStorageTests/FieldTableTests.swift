@@ -112,8 +112,8 @@ import Testing
             #expect(schema.required == fields.map(\.name), "\(name)")
             #expect(schema.readOnly == Set(fields.filter { !$0.writable }.map(\.name)), "\(name)")
         }
-        #expect(try Self.schema("BookPatch").properties.prefix(6) == BookField.writable.map(\.rawValue)[...])
-        #expect(try Self.schema("LibraryPatch").properties.prefix(2) == LibraryField.writable.map(\.rawValue)[...])
+        #expect(try Self.schema("BookPatch").properties.prefix(6) == BookField.writable.map(\.name)[...])
+        #expect(try Self.schema("LibraryPatch").properties.prefix(2) == LibraryField.writable.map(\.name)[...])
     }
 
     @Test func `the change log has a column for every field of both resources, on both engines`() throws {
@@ -161,7 +161,7 @@ import Testing
         func check<Field: ResourceField>(_: Field.Type, in schema: String) throws {
             for field in Field.writable {
                 let rule = field.descriptor.rule
-                let named = try Self.reference(of: field.rawValue, in: schema)
+                let named = try Self.reference(of: field.name, in: schema)
                 let keywords = try named.map(Self.keywords) ?? [:]
                 switch rule {
                 case .length(let bounds):

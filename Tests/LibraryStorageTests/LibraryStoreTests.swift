@@ -352,9 +352,9 @@ import Testing
             change.items.map { item in
                 switch item {
                 case .library(let library, let fields, let deleted):
-                    "\(change.seq) library:\(library.id.prefix(1)) v\(library.version) \(deleted) \(fields.map(\.rawValue).sorted())"
+                    "\(change.seq) library:\(library.id.prefix(1)) v\(library.version) \(deleted) \(fields.map(\.name).sorted())"
                 case .book(let book, let fields, let before, let deleted):
-                    "\(change.seq) book \(before.map { String($0.libraryId.prefix(1)) } ?? "-")→\(book.libraryId.prefix(1)) \(book.title) \(deleted) \(fields.map(\.rawValue).sorted())"
+                    "\(change.seq) book \(before.map { String($0.libraryId.prefix(1)) } ?? "-")→\(book.libraryId.prefix(1)) \(book.title) \(deleted) \(fields.map(\.name).sorted())"
                 }
             }
         }

@@ -17,60 +17,8 @@ final class HTTPConnection: EventHandler {
     private var output: [UInt8] = []
     private var outputIndex = 0
 
-    private enum Phase {
-        /// Parsing requests (or waiting for output to drain before parsing the next one).
-        case reading
-        /// A request was handed to the responder; its response has not arrived yet.
-        case responding(isHead: Bool, keepAlive: Bool, version: HTTPVersion)
-        /// A streamed response is open.
-        case streaming(chunked: Bool)
-        /// An error response was sent and our side shut down; unread input is drained for a moment
-        /// so the kernel does not reset the connection before the client has read the response.
-        case lingering
-        case closed
-    }
-
-    private enum Deadline {
-        case none
-        /// Waiting for the next request on a kept-alive connection. Blank lines before a request do
-        /// not move it (RFC 9112 §2.2 lets a server skip them, not count them as activity).
-        case idle(UInt64)
-        /// A request has started arriving and must be complete by then.
-        case request(UInt64)
-        /// Output is waiting for the client to read it; moved on whenever the kernel takes bytes,
-        /// so only a client that reads nothing for the write timeout is dropped.
-        case write(UInt64)
-        /// A lingering close ends by then at the latest.
-        case linger(UInt64)
-    }
-
-    /// What happens once the output has all been sent.
-    private enum AfterFlush {
-        case stayOpen
-        case close
-        /// Shut down our side, drain what the client still sends for a moment, then close: after
-        /// an error answered before its request was read in full.
-        case lingerThenClose
-    }
-
-    /// How far the client's side of the connection has got.
-    private enum Inbound: Equatable {
-        /// Reading as bytes arrive.
-        case open
-        /// Reading stopped at `maxBufferedInput` before the socket was drained; it resumes once the
-        /// buffered requests are answered. `hangUp`: the client's end of stream is still to be read.
-        case paused(hangUp: Bool)
-        /// The client shut down its sending side. Every request it sent in full is still answered
-        /// (a half-close after pipelined requests is a normal end), then the connection closes.
-        case ended
-    }
-
-    private var phase = Phase.reading
-    private var deadline = Deadline.none
-    private var afterFlush = AfterFlush.stayOpen
-    private var inbound = Inbound.open
-    /// The server is stopping: answer what is in flight, take no new request.
-    private var draining = false
+    /// The phase, the deadline and what follows the output: the rules, apart from the socket.
+    private var state: HTTPConnectionState
     /// `processInput` is on the stack; a response sent synchronously from the responder must not
     /// parse the next request from inside it.
     private var processing = false
@@ -87,11 +35,12 @@ final class HTTPConnection: EventHandler {
         self.loop = loop
         self.server = server
         self.parser = HTTPRequestParser(limits: server.configuration.limits)
-        // A new connection gets the request timeout, not the keep-alive idle one, to send its
-        // first request: opening connections and sending nothing must not hold them longer than
-        // sending half a request does.
-        let firstRequest = min(server.configuration.idleTimeout, server.configuration.requestTimeout)
-        self.deadline = .idle(monotonicMilliseconds() + firstRequest)
+        self.state = HTTPConnectionState(now: server.clock(), timeouts: server.timeouts)
+    }
+
+    /// Entry points run on the loop's thread only (checked in debug builds).
+    private func assertOnLoop() {
+        assert(loop.isCurrent, "connection \(id) touched off its loop's thread")
     }
 
     private var hasPendingOutput: Bool { outputIndex < output.count }
@@ -99,6 +48,7 @@ final class HTTPConnection: EventHandler {
     // MARK: Events
 
     func handle(events: UInt32) {
+        assertOnLoop()
         if events & csys_epollerr() != 0 {
             close()
             return
@@ -106,7 +56,7 @@ final class HTTPConnection: EventHandler {
         if events & csys_epollout() != 0, hasPendingOutput {
             flush()
             // Pipelined requests waited for this answer to leave; go on with them.
-            if case .reading = phase, !hasPendingOutput { processInput() }
+            if state.isReading, !hasPendingOutput { processInput() }
         }
         if events & (csys_epollin() | csys_epollrdhup() | csys_epollhup()) != 0 {
             readAvailable(hangUp: events & (csys_epollrdhup() | csys_epollhup()) != 0)
@@ -114,31 +64,25 @@ final class HTTPConnection: EventHandler {
     }
 
     func tick(now: UInt64) {
-        switch deadline {
-        case .none:
-            return
-        case .idle(let time):
-            if now >= time { close() }
-        case .request(let time):
-            if now >= time { fail(HTTPParseError(.requestTimeout, "The request was not received in time.")) }
-        case .write(let time), .linger(let time):
-            if now >= time { close() }
+        assertOnLoop()
+        switch state.tick(now: now) {
+        case .none: break
+        case .close: close()
+        case .requestTimedOut: fail(HTTPParseError(.requestTimeout, "The request was not received in time."))
         }
     }
 
     func drain() {
-        draining = true
-        switch phase {
-        case .reading where parser.isIdle && inputIndex == input.count && !hasPendingOutput:
-            close()
-        case .streaming:
-            finishStream()
-        default:
-            break  // the request in flight finishes, then the connection closes
+        assertOnLoop()
+        switch state.drain(idle: parser.isIdle && inputIndex == input.count && !hasPendingOutput) {
+        case .none: break
+        case .close: close()
+        case .finishStream: finishStream()
         }
     }
 
     func forceClose() {
+        assertOnLoop()
         close()
     }
 
@@ -147,15 +91,12 @@ final class HTTPConnection: EventHandler {
     /// Reads what the socket has, then acts on it. `hangUp`: the peer has shut down its side, so
     /// read on to the end of the stream (with edge-triggered epoll no later event would tell).
     private func readAvailable(hangUp: Bool = false) {
-        if case .closed = phase { return }
+        if state.isClosed { return }
         guard receive(toEndOfStream: hangUp) else { return }
-        switch phase {
-        case .reading:
-            processInput()
-        case .streaming where inbound == .ended, .lingering where inbound == .ended:
-            close()
-        default:
-            break  // responding: requests that follow are answered after this one, even after a half-close
+        switch state.afterRead() {
+        case .process: processInput()
+        case .close: close()
+        case .wait: break
         }
     }
 
@@ -166,21 +107,17 @@ final class HTTPConnection: EventHandler {
             if input.count - inputIndex > server.maxBufferedInput {
                 // A client sending far ahead of our answers waits (the kernel buffer holds it back);
                 // processInput reads on once the buffered requests are answered.
-                inbound = .paused(hangUp: toEndOfStream)
+                state.inputPaused(hangUp: toEndOfStream)
                 return true
             }
             let count = loop.scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, scratchSize, 0) }
             if count > 0 {
-                switch phase {
-                case .streaming, .lingering:
-                    break  // an event-stream client has nothing to say, a rejected one is drained
-                default:
-                    input.append(contentsOf: loop.scratch[0..<count])
-                }
+                // An event-stream client has nothing to say, a refused one is only drained.
+                if state.keepsInput { input.append(contentsOf: loop.scratch[0..<count]) }
                 // A short read drained the socket; the next bytes raise a new edge.
                 if count < scratchSize && !toEndOfStream { return true }
             } else if count == 0 {
-                inbound = .ended
+                state.peerEnded()
                 peer.gone.store(true, ordering: .relaxed)
                 return true
             } else if errno == EINTR {
@@ -198,7 +135,7 @@ final class HTTPConnection: EventHandler {
         guard !processing else { return }
         processing = true
         defer { processing = false }
-        while case .reading = phase, !hasPendingOutput {
+        while state.isReading, !hasPendingOutput {
             let event: HTTPRequestParser.Event
             do {
                 event = try parser.parse(input, at: &inputIndex)
@@ -209,25 +146,13 @@ final class HTTPConnection: EventHandler {
             switch event {
             case .needMore:
                 compactInput()
-                if case .paused(let hangUp) = inbound {
-                    inbound = .open
+                if let hangUp = state.resumeInput() {
                     let buffered = input.count
                     guard receive(toEndOfStream: hangUp) else { return }
                     if input.count > buffered { continue }
                 }
-                if inbound == .ended {
-                    close()  // every request received in full has been answered
-                } else if parser.isIdle && inputIndex == input.count {
-                    if draining {
-                        close()
-                    } else if case .none = deadline {
-                        // A response has just been sent. Blank lines alone keep the deadline as it is.
-                        deadline = .idle(monotonicMilliseconds() + server.configuration.idleTimeout)
-                    }
-                } else if case .request = deadline {
-                    // keep the deadline set when this request began
-                } else {
-                    deadline = .request(monotonicMilliseconds() + server.configuration.requestTimeout)
+                if state.needInput(atBoundary: parser.isIdle && inputIndex == input.count, now: server.clock()) {
+                    close()
                 }
                 return
             case .expectsContinue(let head):
@@ -238,9 +163,8 @@ final class HTTPConnection: EventHandler {
                     flush()
                 }
             case .request(let request):
-                deadline = .none
-                phase = .responding(
-                    isHead: request.method == "HEAD", keepAlive: request.keepAlive, version: request.version)
+                state.requestReceived(
+                    .init(isHead: request.method == "HEAD", keepAlive: request.keepAlive, version: request.version))
                 server.responder.respond(
                     to: request,
                     writer: HTTPResponseWriter(loop: loop, fd: fd, connectionID: id, peer: peer)
@@ -263,23 +187,17 @@ final class HTTPConnection: EventHandler {
     /// `100 Continue`. When it answers (a 401, 404, 405 or 415, say), the body is never read: the
     /// connection closes after the answer. Returns whether it answered.
     private func answeredBeforeBody(_ head: HTTPRequest) -> Bool {
-        phase = .responding(isHead: head.method == "HEAD", keepAlive: false, version: head.version)
-        afterFlush = .lingerThenClose
-        let requestDeadline = deadline
-        deadline = .none  // an answer sent at once sets the linger deadline; the responder always answers
+        let requestDeadline = state.judgeBeforeBody(
+            .init(isHead: head.method == "HEAD", keepAlive: false, version: head.version))
         let writer = HTTPResponseWriter(loop: loop, fd: fd, connectionID: id, peer: peer)
         if server.responder.respondBeforeBody(to: head, writer: writer) { return true }
-        phase = .reading
-        afterFlush = .stayOpen
-        deadline = requestDeadline
+        state.readBody(restoring: requestDeadline)
         return false
     }
 
     /// Answers a request the server cannot take, then closes.
     private func fail(_ error: HTTPParseError) {
-        guard case .reading = phase else { return close() }
-        phase = .responding(isHead: false, keepAlive: false, version: .http1_1)
-        afterFlush = .lingerThenClose
+        guard state.refuse() != nil else { return close() }
         respond(server.responder.errorResponse(status: error.status, detail: error.detail))
     }
 
@@ -287,25 +205,22 @@ final class HTTPConnection: EventHandler {
 
     /// Sends the response to the request in flight.
     func respond(_ response: HTTPResponse) {
-        guard case .responding(let isHead, let requestKeepAlive, let version) = phase else { return }
-        let keepAlive = requestKeepAlive && !draining && afterFlush == .stayOpen
-        writeHead(response, version: version, keepAlive: keepAlive, contentLength: response.body.count)
-        if !isHead && !response.status.forbidsBody {
+        assertOnLoop()
+        guard let (request, keepAlive) = state.responseArrived() else { return }  // the client has gone
+        writeHead(response, version: request.version, keepAlive: keepAlive, contentLength: response.body.count)
+        if !request.isHead && !response.status.forbidsBody {
             output.append(contentsOf: response.body)
         }
-        if !keepAlive && afterFlush == .stayOpen { afterFlush = .close }
-        phase = .reading
         flush()
-        if case .reading = phase, !hasPendingOutput { processInput() }
+        if state.isReading, !hasPendingOutput { processInput() }
     }
 
     func startStream(_ head: HTTPResponse, progress: StreamProgress, onClose: @escaping @Sendable () -> Void) {
-        guard case .responding(_, _, let version) = phase else { return onClose() }
-        let chunked = version == .http1_1
+        assertOnLoop()
+        guard let (request, chunked, keepAlive, finishNow) = state.streamStarted() else { return onClose() }  // gone
         var head = head
         if chunked { head.headers.set("Transfer-Encoding", "chunked") }
-        writeHead(head, version: version, keepAlive: chunked && !draining, contentLength: nil)
-        phase = .streaming(chunked: chunked)
+        writeHead(head, version: request.version, keepAlive: keepAlive, contentLength: nil)
         // A small kernel buffer per stream bounds the kernel memory of many idle subscribers, and
         // makes a slow reader visible soon, so the producer coalesces instead of queueing.
         var bufferSize = Int32(server.configuration.streamSendBuffer)
@@ -313,12 +228,13 @@ final class HTTPConnection: EventHandler {
         onStreamClose = onClose
         streamProgress = progress
         flush()
-        if draining { finishStream() }
+        if finishNow { finishStream() }
     }
 
     func writeStream(_ bytes: [UInt8]) {
+        assertOnLoop()
         streamWrites += 1
-        guard case .streaming(let chunked) = phase, afterFlush == .stayOpen, !bytes.isEmpty else { return }
+        guard let chunked = state.streamAccepts(), !bytes.isEmpty else { return }
         if hasPendingOutput && output.count - outputIndex > server.configuration.maxStreamBacklog {
             return close()  // the client stopped reading; it can reconnect and resume
         }
@@ -341,19 +257,21 @@ final class HTTPConnection: EventHandler {
     }
 
     func setSendBuffer(_ bytes: Int) {
+        assertOnLoop()
         var size = Int32(clamping: bytes)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
     }
 
     func whenStreamDrained(_ callback: @escaping @Sendable () -> Void) {
-        guard case .streaming = phase else { return }
+        assertOnLoop()
+        guard case .streaming = state.phase else { return }
         if hasPendingOutput { drainCallbacks.append(callback) } else { callback() }
     }
 
     func finishStream() {
-        guard case .streaming(let chunked) = phase, afterFlush == .stayOpen else { return }
+        assertOnLoop()
+        guard let chunked = state.finishStream() else { return }
         if chunked { output.append(contentsOf: "0\r\n\r\n".utf8) }
-        afterFlush = .close
         flush()
     }
 
@@ -407,11 +325,7 @@ final class HTTPConnection: EventHandler {
             } else if sent < 0 && errno == EINTR {
                 continue
             } else if sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
-                // An inactivity timeout: it runs from the last time the client took any bytes.
-                if case .write = deadline, !progressed {
-                } else {
-                    deadline = .write(monotonicMilliseconds() + server.configuration.writeTimeout)
-                }
+                state.outputBlocked(progressed: progressed, now: server.clock())
                 return
             } else {
                 close()
@@ -420,7 +334,7 @@ final class HTTPConnection: EventHandler {
         }
         output.removeAll(keepingCapacity: output.capacity <= 64 * 1024)
         outputIndex = 0
-        if case .write = deadline { deadline = .none }
+        let next = state.outputSent(now: server.clock())
         if let streamProgress {
             streamProgress.sent.store(streamWrites, ordering: .relaxed)
             if !drainCallbacks.isEmpty {
@@ -429,25 +343,21 @@ final class HTTPConnection: EventHandler {
                 callbacks.forEach { $0() }
             }
         }
-        switch afterFlush {
-        case .stayOpen:
+        switch next {
+        case .none:
             break
-        case .lingerThenClose where inbound != .ended:
-            afterFlush = .close
-            phase = .lingering
+        case .linger:
             input = []
             inputIndex = 0
-            deadline = .linger(monotonicMilliseconds() + 2_000)
             shutdown(fd, Int32(SHUT_WR))
             readAvailable()
-        case .close, .lingerThenClose:
+        case .close:
             close()
         }
     }
 
     private func close() {
-        if case .closed = phase { return }
-        phase = .closed
+        guard state.close() else { return }
         peer.gone.store(true, ordering: .relaxed)
         loop.deregister(fd)
         Glibc.close(fd)

@@ -12,9 +12,20 @@ final class ServerContext: Sendable {
     /// Input a connection may buffer beyond the request being answered (pipelined requests).
     var maxBufferedInput: Int { configuration.limits.maxHeadSize + configuration.limits.maxBodySize + 64 * 1024 }
 
-    init(responder: any HTTPResponder, configuration: HTTPServerConfiguration) {
+    /// Milliseconds of a monotonic clock: what connections' deadlines are measured in.
+    let clock: @Sendable () -> UInt64
+    /// The connections' timeouts, from the configuration.
+    let timeouts: HTTPConnectionState.Timeouts
+
+    init(
+        responder: any HTTPResponder, configuration: HTTPServerConfiguration,
+        clock: @escaping @Sendable () -> UInt64 = monotonicMilliseconds
+    ) {
         self.responder = responder
         self.configuration = configuration
+        self.clock = clock
+        timeouts = HTTPConnectionState.Timeouts(
+            idle: configuration.idleTimeout, request: configuration.requestTimeout, write: configuration.writeTimeout)
     }
 
     /// Takes a freshly accepted socket onto `loop`, or turns it away when the server is full.

@@ -121,17 +121,17 @@ extension LibraryAPI {
             }
             var request = SubscriptionRequest(target: target)
             for name in text.split(separator: ",", omittingEmptySubsequences: false) {
-                if let field = LibraryField(rawValue: String(name)) {
+                if let field = LibraryField(named: name) {
                     request.libraryFields.insert(field)
                 } else if name == "books" {
                     request.members = true
-                } else if name.hasPrefix("books."), let field = BookField(rawValue: String(name.dropFirst(6))) {
+                } else if name.hasPrefix("books."), let field = BookField(named: name.dropFirst(6)) {
                     request.members = true
                     request.bookFields.insert(field)
                 } else {
                     let valid =
-                        LibraryField.allCases.map(\.rawValue) + ["books"]
-                        + BookField.allCases.map { "books.\($0.rawValue)" }
+                        LibraryField.allCases.map(\.name) + ["books"]
+                        + BookField.allCases.map { "books.\($0.name)" }
                     let shown = name.isEmpty ? "an empty name" : "\"\(name)\""
                     throw .badRequest("fields has \(shown); valid fields are: \(valid.joined(separator: ", ")).")
                 }
@@ -160,11 +160,11 @@ enum EventEncoding {
             json.string(event.id)
         }
         for (field, value) in event.libraryFields {
-            json.key(field.rawValue)
+            json.key(bytes: JSONKeys.library[field.rawValue])
             json.value(value)
         }
         for (field, value) in event.bookFields {
-            json.key(field.rawValue)
+            json.key(bytes: JSONKeys.book[field.rawValue])
             json.value(value)
         }
         if let members = event.members {
@@ -246,11 +246,11 @@ extension JSONWriter {
         key("id")
         string(member.id)
         for (field, value) in member.libraryFields {
-            key(field.rawValue)
+            key(bytes: JSONKeys.library[field.rawValue])
             self.value(value)
         }
         for (field, value) in member.fields {
-            key(field.rawValue)
+            key(bytes: JSONKeys.book[field.rawValue])
             self.value(value)
         }
         endObject()

@@ -38,6 +38,13 @@ struct JSONWriter {
         needsComma[needsComma.count - 1] = false
     }
 
+    /// Writes a key already written out as `"name":` (`JSONKeys`).
+    mutating func key(bytes: [UInt8]) {
+        separate()
+        self.bytes.append(contentsOf: bytes)
+        needsComma[needsComma.count - 1] = false
+    }
+
     mutating func string(_ value: String) {
         separate()
         Self.appendString(value, to: &bytes)

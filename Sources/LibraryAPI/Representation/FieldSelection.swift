@@ -1,8 +1,7 @@
 import LibraryDomain
 
 /// The fields a client asked for with `?fields=`; `id` is always included.
-struct FieldSelection<Field: RawRepresentable & CaseIterable & Hashable & Sendable>: Sendable
-where Field.RawValue == String {
+struct FieldSelection<Field: ResourceField>: Sendable {
     private let selected: Set<Field>?
 
     /// All fields.
@@ -20,8 +19,8 @@ where Field.RawValue == String {
         }
         var selected = Set<Field>()
         for name in text.split(separator: ",", omittingEmptySubsequences: false) {
-            guard let field = Field(rawValue: String(name)) else {
-                let valid = Field.allCases.map(\.rawValue).joined(separator: ", ")
+            guard let field = Field(named: name) else {
+                let valid = Field.allCases.map(\.name).joined(separator: ", ")
                 let shown = name.isEmpty ? "an empty name" : "\"\(name)\""
                 throw .badRequest("fields has \(shown); valid fields are: \(valid).")
             }

@@ -1,11 +1,14 @@
 import LibraryDomain
 
 extension JSONWriter {
-    /// Writes a record with `id` and the selected fields, in table order.
-    mutating func record<Record: FieldRecord>(_ record: Record, _ fields: FieldSelection<Record.Field>) {
+    /// Writes a record with `id` and the selected fields, in table order; `keys` are its fields'
+    /// keys, by position (`JSONKeys`).
+    mutating func record<Record: FieldRecord>(
+        _ record: Record, _ fields: FieldSelection<Record.Field>, keys: [[UInt8]]
+    ) {
         beginObject()
-        for field in Record.Field.allCases where fields.contains(field) || field.rawValue == "id" {
-            key(field.rawValue)
+        for field in Record.Field.allCases where fields.contains(field) || field.name == "id" {
+            key(bytes: keys[field.rawValue])
             value(record[field])
         }
         endObject()
@@ -13,12 +16,12 @@ extension JSONWriter {
 
     /// Writes a library with `id` and the selected fields.
     mutating func library(_ library: LibraryRecord, _ fields: FieldSelection<LibraryField> = .all) {
-        record(library, fields)
+        record(library, fields, keys: JSONKeys.library)
     }
 
     /// Writes a book with `id` and the selected fields.
     mutating func book(_ book: BookRecord, _ fields: FieldSelection<BookField> = .all) {
-        record(book, fields)
+        record(book, fields, keys: JSONKeys.book)
     }
 
     /// Writes `{"items": [...], "nextCursor": ...}`.
@@ -31,5 +34,20 @@ extension JSONWriter {
         key("nextCursor")
         string(page.next.map(Cursor.encode))
         endObject()
+    }
+}
+
+/// Each field's key, written out once as `"name":`, by the field's position.
+enum JSONKeys {
+    static let library = keys(LibraryField.self)
+    static let book = keys(BookField.self)
+
+    static func keys<Field: ResourceField>(_: Field.Type) -> [[UInt8]] {
+        Field.names.map { name in
+            var bytes: [UInt8] = []
+            JSONWriter.appendString(name, to: &bytes)
+            bytes.append(UInt8(ascii: ":"))
+            return bytes
+        }
     }
 }

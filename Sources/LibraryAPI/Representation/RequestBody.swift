@@ -140,14 +140,14 @@ extension RequestBody {
     /// members that are not writable fields are ignored when they are read-only, a 422 otherwise.
     init<Field: ResourceField>(_ request: HTTPRequest, of _: Field.Type) throws(APIError) {
         try self.init(
-            request, writable: Field.writable.map(\.rawValue),
-            readOnly: Field.allCases.filter { !$0.descriptor.writable }.map(\.rawValue))
+            request, writable: Field.writable.map { $0.name },
+            readOnly: Field.allCases.filter { !$0.descriptor.writable }.map { $0.name })
     }
 
     /// The member for `field`, checked against the field's kind and nullability: nil when absent or
     /// of another kind (then noted). A UUID is made canonical (lowercase).
     mutating func value<Field: ResourceField>(_ field: Field) -> FieldValue? {
-        let name = field.rawValue
+        let name = field.name
         let descriptor = field.descriptor
         let value: FieldValue?
         switch (descriptor.kind, descriptor.nullable) {
@@ -182,22 +182,22 @@ enum BodyDecoding {
         var body = try RequestBody(request, of: Draft.Field.self)
         var values: [Draft.Field: FieldValue] = [:]
         for field in Draft.Field.writable {
-            if body.has(field.rawValue) {
+            if body.has(field.name) {
                 values[field] = body.value(field)
             } else if field.descriptor.defaultValue == nil && preset[field] == nil {
-                body.reject(FieldError(field.rawValue, "is required"))
+                body.reject(FieldError(field.name, "is required"))
             }
         }
         for (field, value) in preset {
             if let given = values[field], given != value {
-                body.reject(FieldError(field.rawValue, "must match the library in the path, or be left out"))
+                body.reject(FieldError(field.name, "must match the library in the path, or be left out"))
             }
             values[field] = value
         }
         try body.check()
         guard let draft = Draft(defaultsAnd: values) else {
             throw .invalid(
-                Draft.Field.writable.filter { values[$0] == nil }.map { FieldError($0.rawValue, "is required") })
+                Draft.Field.writable.filter { values[$0] == nil }.map { FieldError($0.name, "is required") })
         }
         return draft
     }

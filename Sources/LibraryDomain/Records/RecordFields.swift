@@ -32,7 +32,7 @@ package protocol FieldDraft: Sendable, Equatable {
 extension FieldDraft {
     /// A draft made of the table's default values and `values`: nil when a field that has no
     /// default is missing (the caller reports it).
-    package init?(defaultsAnd values: [Field: FieldValue]) {
+    @inlinable package init?(defaultsAnd values: [Field: FieldValue]) {
         for field in Field.writable where values[field] == nil && field.descriptor.defaultValue == nil {
             return nil
         }
@@ -41,18 +41,17 @@ extension FieldDraft {
 
     /// Field errors that make this draft unacceptable, by the rules of the field table; empty when
     /// it is valid. Whether a library a book names exists is checked by the store, inside the write.
-    package func validate() -> [FieldError] {
-        Field.writable.flatMap { $0.errors(in: self[$0]) }
+    @inlinable package func validate() -> [FieldError] {
+        Field.writable.flatMap { $0.descriptor.errors(in: self[$0]) }
     }
 }
 
-extension ResourceField {
-    /// What is wrong with `value` as this field's (already of the field's kind): its rule, and no
+extension FieldDescriptor {
+    /// What is wrong with `value` as the value of this row's field (already of the field's kind): its rule, and no
     /// U+0000 in text, which PostgreSQL cannot store.
-    package func errors(in value: FieldValue) -> [FieldError] {
-        let name = rawValue
+    @usableFromInline package func errors(in value: FieldValue) -> [FieldError] {
         var errors: [FieldError] = []
-        switch (descriptor.rule, value) {
+        switch (rule, value) {
         case (.length(let bounds), .string(let text)):
             if !bounds.contains(text.unicodeScalars.count) {
                 let message =
@@ -85,29 +84,29 @@ extension ResourceField {
 package struct Patch<Field: ResourceField>: Sendable, Equatable {
     package private(set) var values: [Field: FieldValue] = [:]
 
-    package init(_ values: [Field: FieldValue] = [:]) {
+    @inlinable package init(_ values: [Field: FieldValue] = [:]) {
         self.values = values
     }
 
     /// The new value of `field`, or nil when the patch leaves it alone.
-    package subscript(field: Field) -> FieldValue? {
+    @inlinable package subscript(field: Field) -> FieldValue? {
         get { values[field] }
         set { values[field] = newValue }
     }
 
     /// The fields it sets, in table order.
-    package var fields: [Field] { Field.writable.filter { values[$0] != nil } }
+    @inlinable package var fields: [Field] { Field.writable.filter { values[$0] != nil } }
 
     /// `draft` with this patch applied.
-    package func applied<Draft: FieldDraft>(to draft: Draft) -> Draft where Draft.Field == Field {
+    @inlinable package func applied<Draft: FieldDraft>(to draft: Draft) -> Draft where Draft.Field == Field {
         var result = draft
         for (field, value) in values { result[field] = value }
         return result
     }
 
     /// The field errors of the values this patch sets (the others are stored, hence valid).
-    package func validate() -> [FieldError] {
-        fields.flatMap { $0.errors(in: values[$0]!) }
+    @inlinable package func validate() -> [FieldError] {
+        fields.flatMap { $0.descriptor.errors(in: values[$0]!) }
     }
 }
 

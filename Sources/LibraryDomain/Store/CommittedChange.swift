@@ -44,7 +44,7 @@ package enum ChangeItem: Sendable {
 
 extension FieldRecord {
     /// The fields whose values differ from `old`; every field when there is no `old`.
-    package func changedFields(from old: Self?) -> Set<Field> {
+    @inlinable package func changedFields(from old: Self?) -> Set<Field> {
         guard let old else { return Set(Field.allCases) }
         return Set(Field.allCases.filter { self[$0] != old[$0] })
     }

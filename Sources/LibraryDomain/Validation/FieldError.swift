@@ -1,5 +1,5 @@
 /// What is wrong with one field of a request body.
-package struct FieldError: Sendable, Equatable {
+@usableFromInline package struct FieldError: Sendable, Equatable {
     /// The field's JSON name (`title`, `name`).
     package var field: String
     /// A sentence fragment saying what the field must be.
