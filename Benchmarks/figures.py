@@ -140,8 +140,36 @@ def replica_writes():
     return "\n".join(lines)
 
 
+def memory():
+    data = read("memory.json")
+    if data is None:
+        return None
+    samples = data["samples"]
+    picks = sorted({0, len(samples) // 4, len(samples) // 2, 3 * len(samples) // 4, len(samples) - 1})
+    lines = [
+        "| t (s) | RssAnon (heap) | RssFile (mapped files) | open FDs |",
+        "|---:|---:|---:|---:|",
+    ]
+    for index in picks:
+        sample = samples[index]
+        lines.append(f"| {sample['t']:.0f} | {sample['rss_anon_kib'] / 1024:.1f} MiB | "
+                     f"{sample['rss_file_kib'] / 1024:.1f} MiB | {sample['fds']} |")
+    verdict = "flat" if data["flat"] else "**grows**"
+    lines += [
+        "",
+        f"`Benchmarks/memory.py`: {data['books']:,} books in one library, {data['seconds']} s of 90 % GET / 10 % "
+        f"PATCH and list pages ({number(data['requests'])} requests) while {number(data['subscriptions'])} live "
+        f"subscriptions came and went (library streams with every member's title, collection and book "
+        f"streams). Over the last half the heap moved {data['last_half_growth_mib']:+.1f} MiB "
+        f"(least-squares slope {data['last_half_slope_mib_per_min']:+.2f} MiB/min; at most "
+        f"{data['allowed_growth_mib']:.1f} MiB is flat): {verdict}. " + source(data, "memory.json"),
+    ]
+    return "\n".join(lines)
+
+
 BLOCKS = {
     "benchmark": benchmark,
+    "memory": memory,
     "live": live,
     "client-renders": client_renders,
     "fanout-floor": fanout_floor,

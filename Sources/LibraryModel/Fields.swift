@@ -68,6 +68,8 @@ public protocol ResourceField: CaseIterable, Hashable, Sendable, RawRepresentabl
     static var table: [FieldDescriptor] { get }
     /// Every field's name, in the order of the cases (`table`'s, read without copying a row).
     static var names: [String] { get }
+    /// The fields a client writes, in table order.
+    static var writable: [Self] { get }
 }
 
 extension ResourceField {
@@ -78,12 +80,9 @@ extension ResourceField {
     /// The name in JSON bodies, `fields=` lists and events.
     @inlinable public var name: String { Self.names[rawValue] }
 
-    /// The fields a client writes, in table order.
-    @inlinable public static var writable: [Self] { allCases.filter { table[$0.rawValue].writable } }
-
     /// The field named `name` in JSON, if there is one.
-    public init?(named name: some StringProtocol) {
-        guard let position = Self.table.firstIndex(where: { $0.name.utf8.elementsEqual(name.utf8) }) else {
+    @inlinable public init?(named name: some StringProtocol) {
+        guard let position = Self.names.firstIndex(where: { $0.utf8.elementsEqual(name.utf8) }) else {
             return nil
         }
         self.init(rawValue: position)
@@ -96,6 +95,7 @@ public enum LibraryField: Int, ResourceField {
 
     public static let table = allCases.map(\.row)
     public static let names = table.map(\.name)
+    public static let writable = allCases.filter { table[$0.rawValue].writable }
 
     private var row: FieldDescriptor {
         switch self {
@@ -117,6 +117,7 @@ public enum BookField: Int, ResourceField {
 
     public static let table = allCases.map(\.row)
     public static let names = table.map(\.name)
+    public static let writable = allCases.filter { table[$0.rawValue].writable }
 
     private var row: FieldDescriptor {
         switch self {

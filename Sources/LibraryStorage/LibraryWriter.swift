@@ -109,7 +109,7 @@ package final class LibraryWriter {
         // At most 8 `If-Match` tags: each count is a statement of its own, prepared and kept.
         var fewTags = true
         if case .versions(let versions) = precondition { fewTags = versions.count <= 8 }
-        if let (field, value) = patch.singleField, patch.validate().isEmpty, fewTags {
+        if let (field, value) = patch.singleField, field.descriptor.errors(in: value).isEmpty, fewTags {
             let column = field.descriptor.column
             var sql = "UPDATE books SET \(column) = ?1, version = version + 1, updated_at = ?2 WHERE id = ?3"
             var values: [SQLiteValue] = [SQLiteValue(value), .text(Timestamp.now()), .text(id)]

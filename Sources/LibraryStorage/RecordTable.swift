@@ -13,26 +13,24 @@ struct RecordTable<Record: FieldRecord>: Sendable {
     let columns: String
     /// Each field's kind and nullability, by position (read per row without copying a table row).
     private let shapes: [FieldShape]
+    /// `INSERT INTO name (…) VALUES (…) RETURNING columns`: `id`, every writable field's column and
+    /// the two timestamps, whose values `insertValues` gives in the same order.
+    let insert: String
 
     init(name: String) {
         self.name = name
         columns = (["seq"] + Field.table.map(\.column)).joined(separator: ", ")
         shapes = Field.table.map(FieldShape.init)
+        let set = ["id"] + Field.writable.map { $0.descriptor.column } + ["created_at", "updated_at"]
+        insert = """
+            INSERT INTO \(name) (\(set.joined(separator: ", "))) VALUES (\(set.map { _ in "?" }.joined(separator: ", ")))
+            RETURNING \(columns)
+            """
     }
 
     /// The record in a row of `columns`, where a field's column follows `seq` at the field's position.
     func record(_ row: SQLRow) -> Record {
         Record(seq: row.int(0)) { row.value(Int32($0.rawValue + 1), shapes[$0.rawValue]) }
-    }
-
-    /// `INSERT INTO name (…) VALUES (…) RETURNING columns`: `id`, every writable field's column and
-    /// the two timestamps, whose values `insertValues` gives in the same order.
-    var insert: String {
-        let set = ["id"] + Field.writable.map(\.descriptor.column) + ["created_at", "updated_at"]
-        return """
-            INSERT INTO \(name) (\(set.joined(separator: ", "))) VALUES (\(set.map { _ in "?" }.joined(separator: ", ")))
-            RETURNING \(columns)
-            """
     }
 
     /// The values of `insert` for a new resource `id` made of `draft` at `now`.

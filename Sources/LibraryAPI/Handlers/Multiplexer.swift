@@ -69,24 +69,15 @@ final class Multiplexer {
     /// The id `POST /events/{streamId}` names this stream by (streams opened by `POST` only).
     var streamID: String?
     private(set) var stream: HTTPStream?
-    private var outstanding: Int
     /// Watches with something to write, in the order they got it: a frame costs work for the
     /// watches a change touched, not for every watch of the stream.
     private var pending: [Part] = []
-    /// Watches whose first events have not all been handed over yet.
-    private var unsettled: Int
-    /// The newest change a watch's first events reached: frames wait for the live side to get there.
-    private var floor = 0
-    private var failed = false
-    private var ended = false
+    /// Opening, open, refused or over, and the gates a frame passes: the rules, apart from the data.
+    private var state: MultiplexerState
     /// Entries written in the open frame; nil when no frame is open.
     private var frameEntries: Int?
     /// The watch whose snapshot pages are being written into the open frame.
     private var paging: Part?
-    private var flushScheduled = false
-    private var waitingDrain = false
-    private var waitingApplied = false
-    private var lastKeepAlive = DispatchTime.now()
 
     /// Whether the client has hung up: outcomes that arrive then end the work instead of
     /// building snapshots for nobody.
@@ -99,8 +90,7 @@ final class Multiplexer {
         self.hub = hub
         self.peerHasGone = peerHasGone
         self.parts = parts
-        outstanding = parts.count
-        unsettled = parts.count
+        state = MultiplexerState(watches: parts.count, now: DispatchTime.now().uptimeNanoseconds)
         tag = tagged ? parts.map(\.tag).sorted().joined() : ""
     }
 
@@ -140,19 +130,16 @@ final class Multiplexer {
         fail: (APIError) -> Void,
         abandon: () -> Void
     ) {
-        guard !failed, !ended else {
+        if let report = state.answerArrives() {
             // Another watch failed first, or ended the stream before it opened (a snapshot that
             // could not be read): this one's subscription goes too.
             if let id = part.subscriberID { hub.unsubscribe(id, from: part.target) }
             part.subscriberID = nil
-            if !failed && stream == nil {
-                failed = true
-                fail(.unavailable())
-            }
+            if report { fail(.unavailable()) }
             return
         }
-        if stream == nil, peerHasGone() {
-            failed = true
+        if peerHasGone() {
+            state.refuse()
             unsubscribeAll()
             return abandon()
         }
@@ -173,17 +160,16 @@ final class Multiplexer {
             settle(part, through: 0)
             part.deleted = true
         case .notFound, .deletedBeyondHistory, .absentWithoutTrace:
-            failed = true
+            state.refuse()
             unsubscribeAll()
             return fail(
                 .notFound("watch \"\(part.watch.prefix(300))\": no \(LibraryAPI.describe(part.target)) exists."))
         case .failed(let error):
-            failed = true
+            state.refuse()
             unsubscribeAll()
             return fail(APIError(error, resource: LibraryAPI.describe(part.target)))
         }
-        outstanding -= 1
-        guard outstanding == 0 else { return }
+        guard state.answered() else { return }
         let stream = open()
         stream.write(Array("retry: 2000\n\n".utf8))
         self.stream = stream
@@ -193,7 +179,7 @@ final class Multiplexer {
 
     /// The connection closed: every watch's subscription goes.
     func closed() {
-        ended = true
+        _ = state.end()
         unsubscribeAll()
         if let streamID { Self.open[streamID] = nil }
     }
@@ -207,12 +193,12 @@ final class Multiplexer {
     /// wait for it as they wait for the first snapshots, so ids still name one change every
     /// watch is at. A watch already on the stream is left as it is.
     func add(_ watches: [(watch: String, request: SubscriptionRequest)]) {
-        guard !ended, !failed else { return }
+        guard state.isLive else { return }
         let present = Set(parts.map(\.watch))
         for (watch, request) in watches where !present.contains(watch) {
             let part = Part(watch: watch, target: request.target)
             parts.append(part)
-            unsettled += 1
+            state.watchAdded()
             hub.subscribe(
                 request,
                 open: { subscriberID in
@@ -225,7 +211,7 @@ final class Multiplexer {
     }
 
     private func added(_ part: Part, _ outcome: LiveHub.Outcome) {
-        guard !ended, !part.removing || part.subscriberID == nil else {
+        guard state.isLive, !part.removing || part.subscriberID == nil else {
             if let id = part.subscriberID { hub.unsubscribe(id, from: part.target) }
             part.subscriberID = nil
             return
@@ -242,7 +228,7 @@ final class Multiplexer {
             scheduleFlush()
         case .failed:
             // The snapshot could not be read: the stream ends and the client resumes.
-            ended = true
+            _ = state.end()
             unsubscribeAll()
             if let stream { stream.finish() }
         }
@@ -304,9 +290,8 @@ final class Multiplexer {
     }
 
     private func settle(_ part: Part, through seq: Int) {
-        if !part.settled { unsettled -= 1 }
+        state.settled(first: !part.settled, through: seq)
         part.settled = true
-        floor = max(floor, seq)
         if part.removing && paging !== part { drop(part) }
     }
 
@@ -319,8 +304,7 @@ final class Multiplexer {
     /// A watch's stream ended. After its `delete` that is expected; otherwise (the server stops,
     /// a snapshot could not be read) the whole stream ends and the client resumes.
     func finished(_ part: Part) {
-        guard !part.deleted, !ended else { return }
-        ended = true
+        guard !part.deleted, state.end() else { return }
         unsubscribeAll()
         if let stream { stream.finish() }
     }
@@ -332,7 +316,7 @@ final class Multiplexer {
         // A removed watch's snapshot is read to its end (the hub's paging goes on) but not
         // written, unless its first page is already in the open frame.
         if part.removing && paging !== part { return next() }
-        guard let stream, !ended, paging == nil || paging === part else {
+        guard let stream, state.isOpen, paging == nil || paging === part else {
             part.waitingPage = (event, next)
             return
         }
@@ -372,20 +356,19 @@ final class Multiplexer {
     }
 
     func keepAlive() {
-        guard let stream, !ended, frameEntries == nil, stream.backlog == 0,
-            DispatchTime.now().uptimeNanoseconds - lastKeepAlive.uptimeNanoseconds > 1_000_000_000
+        guard let stream,
+            state.keepAliveDue(
+                now: DispatchTime.now().uptimeNanoseconds, frameOpen: frameEntries != nil, backlog: stream.backlog)
         else { return }
-        lastKeepAlive = .now()
         stream.write(Array(": keep-alive\n\n".utf8))
     }
 
     // MARK: Frames
 
     private func scheduleFlush() {
-        guard !flushScheduled else { return }
-        flushScheduled = true
+        guard state.flushWanted() else { return }
         LiveActor.enqueue {
-            self.flushScheduled = false
+            self.state.flushRuns()
             self.flush()
         }
     }
@@ -393,29 +376,29 @@ final class Multiplexer {
     /// Writes what waits, and closes the frame, once every watch is at one same change.
     private func flush() {
         // A watch with a page waiting has not settled yet (its snapshot is not all sent).
-        guard let stream, !ended, paging == nil, unsettled == 0 else { return }
-        guard hub.position >= floor else {
-            if !waitingApplied {
-                waitingApplied = true
-                hub.whenApplied(through: floor) {
-                    self.waitingApplied = false
+        guard let stream else { return }
+        switch state.flush(
+            paging: paging != nil, position: hub.position, hasWork: frameEntries != nil || !pending.isEmpty,
+            backlog: stream.backlog, maxBacklog: Self.maxBacklog)
+        {
+        case .none, .waiting:
+            return
+        case .waitForApplied(let seq):
+            hub.whenApplied(through: seq) {
+                self.state.applied()
+                self.scheduleFlush()
+            }
+            return
+        case .waitForDrain:
+            stream.whenDrained {
+                LiveActor.enqueue {
+                    self.state.drained()
                     self.scheduleFlush()
                 }
             }
             return
-        }
-        guard frameEntries != nil || !pending.isEmpty else { return }
-        guard stream.backlog < Self.maxBacklog else {
-            if !waitingDrain {
-                waitingDrain = true
-                stream.whenDrained {
-                    LiveActor.enqueue {
-                        self.waitingDrain = false
-                        self.scheduleFlush()
-                    }
-                }
-            }
-            return
+        case .write:
+            break
         }
         var bytes: [UInt8] = []
         for part in pending {

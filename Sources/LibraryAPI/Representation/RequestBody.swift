@@ -8,15 +8,15 @@ struct RequestBody {
     private(set) var errors: [FieldError] = []
 
     /// Checks the media type, parses the body and requires an object whose members are all
-    /// `writable` or `readOnly` (read-only ones are ignored; any other is a 422).
+    /// fields of a resource with `Field`s: read-only ones are ignored, any other member is a 422.
     ///
     /// A body without `Content-Type` is refused too: a web page can send one cross-origin without
     /// a preflight (a `no-cors` fetch or a form), but it cannot send `application/json`.
-    init(_ request: HTTPRequest, writable: [String], readOnly: [String]) throws(APIError) {
+    init<Field: ResourceField>(_ request: HTTPRequest, of _: Field.Type) throws(APIError) {
         for (key, value) in try Self.members(of: request) {
-            if writable.contains(key) {
-                members[key] = value
-            } else if !readOnly.contains(key) {
+            if let field = Field(named: key) {
+                if Field.table[field.rawValue].writable { members[key] = value }
+            } else {
                 // A member name is client text of any length: name at most 100 characters of it.
                 let name = key.count > 100 ? key.prefix(100) + "…" : key
                 errors.append(FieldError(name, "is not a field of this resource"))
@@ -136,21 +136,13 @@ struct RequestBody {
 }
 
 extension RequestBody {
-    /// Checks the media type and parses the body of a representation of a resource with `Field`s:
-    /// members that are not writable fields are ignored when they are read-only, a 422 otherwise.
-    init<Field: ResourceField>(_ request: HTTPRequest, of _: Field.Type) throws(APIError) {
-        try self.init(
-            request, writable: Field.writable.map { $0.name },
-            readOnly: Field.allCases.filter { !$0.descriptor.writable }.map { $0.name })
-    }
-
     /// The member for `field`, checked against the field's kind and nullability: nil when absent or
     /// of another kind (then noted). A UUID is made canonical (lowercase).
     mutating func value<Field: ResourceField>(_ field: Field) -> FieldValue? {
         let name = field.name
-        let descriptor = field.descriptor
         let value: FieldValue?
-        switch (descriptor.kind, descriptor.nullable) {
+        // The row's kind and nullability read in place, not by copying the row.
+        switch (Field.table[field.rawValue].kind, Field.table[field.rawValue].nullable) {
         case (.identifier, false):
             value = string(name).map { .string(Identifier.canonical($0) ?? $0) }
         case (.identifier, true):

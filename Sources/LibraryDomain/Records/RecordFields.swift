@@ -95,7 +95,7 @@ package struct Patch<Field: ResourceField>: Sendable, Equatable {
     }
 
     /// The fields it sets, in table order.
-    @inlinable package var fields: [Field] { Field.writable.filter { values[$0] != nil } }
+    @inlinable package var fields: [Field] { values.keys.sorted { $0.rawValue < $1.rawValue } }
 
     /// `draft` with this patch applied.
     @inlinable package func applied<Draft: FieldDraft>(to draft: Draft) -> Draft where Draft.Field == Field {
@@ -106,7 +106,7 @@ package struct Patch<Field: ResourceField>: Sendable, Equatable {
 
     /// The field errors of the values this patch sets (the others are stored, hence valid).
     @inlinable package func validate() -> [FieldError] {
-        fields.flatMap { $0.descriptor.errors(in: values[$0]!) }
+        values.sorted { $0.key.rawValue < $1.key.rawValue }.flatMap { $0.key.descriptor.errors(in: $0.value) }
     }
 }
 

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Memory and CPU over a long mixed run: does anything grow that should not?
+
+    Benchmarks/memory.py [--books 100000] [--seconds 300] [--server PATH] [--no-results]
+
+One library holding N books (Benchmarks/seed.py), a fresh server (release build, access log on, its
+default), then for `--seconds`: wrk with 90 % GET and 10 % PATCH of books (Benchmarks/wrk/mix.lua)
+and list pages of the library, while live subscribers come and go: library streams with
+`books.title` (each join is a snapshot of all N members), collection streams
+(`/books/events?libraryId=L&fields=title`), and book streams, each reconnecting after a few seconds.
+Every 5 seconds it samples the server's `/proc/PID/status`: RssAnon (the heap: what a leak or a
+queue that grows would show), RssFile (file pages mapped in: the binary, its libraries, and the
+database file, which SQLite reads through `mmap`, so it rises as pages are touched and the kernel
+may drop it at will), open descriptors and CPU time.
+
+The verdict is on the last half of the run (the first half is warm-up: caches filling, the
+snapshots' first allocations): the least-squares slope of RssAnon over it, and its growth from
+the first to the last sample of that half. Flat means under 2 % growth (or 2 MiB, whichever is
+larger) across the half; anything more fails the run (exit status 1).
+
+Writes Benchmarks/results/memory.json (read by Benchmarks/figures.py). Talks to 127.0.0.1 only,
+every step has a time limit, and it stops by itself.
+"""
+
+import argparse
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(HERE, "lib"))
+from benchlib import Server, log, stop_all, write_result  # noqa: E402
+
+LIBRARY = "00000000-0000-4000-8000-000000000001"
+SAMPLE_EVERY = 5.0
+FLAT_FRACTION = 0.02
+FLAT_MIB = 2.0
+
+
+def book_id(n):
+    return "00000000-0000-4000-9000-%012d" % n
+
+
+class Churner(threading.Thread):
+    """A live subscriber that reads a stream for a few seconds, hangs up, and comes back."""
+
+    def __init__(self, port, paths, stop, seed):
+        super().__init__(daemon=True)
+        self.port, self.paths, self.stop, self.random = port, paths, stop, random.Random(seed)
+        self.connections = 0
+        self.bytes = 0
+
+    def run(self):
+        while not self.stop.is_set():
+            path = self.random.choice(self.paths)
+            lifetime = self.random.uniform(2.0, 8.0)
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=10) as connection:
+                    connection.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n"
+                                        % path).encode())
+                    self.connections += 1
+                    ends = time.monotonic() + lifetime
+                    connection.settimeout(0.5)
+                    while time.monotonic() < ends and not self.stop.is_set():
+                        try:
+                            data = connection.recv(1 << 16)
+                        except socket.timeout:
+                            continue
+                        if not data:
+                            break
+                        self.bytes += len(data)
+            except OSError:
+                time.sleep(0.5)
+
+
+def sample(server, started):
+    return {
+        "t": round(time.monotonic() - started, 1),
+        "rss_anon_kib": server.status("RssAnon"),
+        "rss_file_kib": server.status("RssFile"),
+        "vm_rss_kib": server.status("VmRSS"),
+        "fds": len(os.listdir("/proc/%d/fd" % server.process.pid)),
+        "cpu_s": server.cpu_seconds(),
+    }
+
+
+def slope(points):
+    """Least-squares slope of (x, y) points."""
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread else 0.0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--books", type=int, default=100_000)
+    parser.add_argument("--seconds", type=int, default=300)
+    parser.add_argument("--server", default=os.path.join(ROOT, ".build", "release", "library-server"))
+    parser.add_argument("--no-results", action="store_true", help="print only; leave results/ alone")
+    args = parser.parse_args()
+
+    work = tempfile.mkdtemp(prefix="library-memory.")
+    database = os.path.join(work, "memory.sqlite")
+    subprocess.run([sys.executable, os.path.join(HERE, "seed.py"), args.server, database, str(args.books), "1"],
+                   check=True, timeout=900)
+    server = Server([args.server, "--port", "0", "--database", database])
+    stop = threading.Event()
+    wrk = []
+    try:
+        environment = dict(os.environ, BENCH_LUA=os.path.join(HERE, "wrk"), BOOKS=str(args.books), LIBRARIES="1")
+        for script, connections in (("mix.lua", 16), ("list.lua", 4)):
+            wrk.append(subprocess.Popen(
+                ["wrk", "-t1", "-c%d" % connections, "-d%ds" % args.seconds, "--timeout", "5s",
+                 "-s", os.path.join(HERE, "wrk", script), "http://127.0.0.1:%d" % server.port],
+                env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        paths = (["/libraries/%s/events?fields=name,books.title" % LIBRARY] * 2
+                 + ["/books/events?libraryId=%s&fields=title" % LIBRARY] * 2
+                 + ["/books/%s/events?fields=title,version" % book_id(n) for n in range(1, 7)])
+        churners = [Churner(server.port, paths, stop, seed) for seed in range(12)]
+        for churner in churners:
+            churner.start()
+        started = time.monotonic()
+        samples = []
+        while time.monotonic() - started < args.seconds:
+            time.sleep(SAMPLE_EVERY)
+            samples.append(sample(server, started))
+            last = samples[-1]
+            log("t %5.0f s  RssAnon %7.1f MiB  RssFile %5.1f MiB  FDs %4d  CPU %6.1f s"
+                % (last["t"], last["rss_anon_kib"] / 1024, last["rss_file_kib"] / 1024, last["fds"], last["cpu_s"]))
+        stop.set()
+        outputs = [process.communicate(timeout=60)[0] for process in wrk]
+    finally:
+        stop.set()
+        for process in wrk:
+            if process.poll() is None:
+                process.kill()
+        server.stop()
+        stop_all()
+        subprocess.run(["rm", "-rf", work])
+
+    requests = sum(int(line.split("requests=")[1].split()[0]) for output in outputs
+                   for line in output.splitlines() if line.startswith("RESULT"))
+    half = samples[len(samples) // 2:]
+    anon = [(s["t"], s["rss_anon_kib"] / 1024) for s in half]
+    growth = anon[-1][1] - anon[0][1]
+    allowed = max(FLAT_MIB, anon[0][1] * FLAT_FRACTION)
+    per_minute = slope(anon) * 60
+    cpu = samples[-1]["cpu_s"] - samples[0]["cpu_s"]
+    result = {
+        "books": args.books, "seconds": args.seconds, "requests": requests,
+        "subscriptions": sum(churner.connections for churner in churners),
+        "samples": samples,
+        "rss_anon_first_mib": samples[0]["rss_anon_kib"] / 1024,
+        "rss_anon_half_mib": anon[0][1], "rss_anon_last_mib": anon[-1][1],
+        "rss_anon_max_mib": max(s["rss_anon_kib"] for s in samples) / 1024,
+        "rss_file_last_mib": samples[-1]["rss_file_kib"] / 1024,
+        "last_half_growth_mib": growth, "last_half_slope_mib_per_min": per_minute, "allowed_growth_mib": allowed,
+        "flat": growth <= allowed,
+        "cpu_us_per_request": cpu * 1e6 / requests if requests else None,
+        "fds_first": samples[0]["fds"], "fds_last": samples[-1]["fds"],
+    }
+    log("%d requests and %d subscriptions in %d s on %d books" % (requests, result["subscriptions"], args.seconds,
+                                                                  args.books))
+    log("RssAnon: %.1f MiB after %.0f s, %.1f MiB at half-time, %.1f MiB at the end (max %.1f); RssFile %.1f MiB"
+        % (result["rss_anon_first_mib"], samples[0]["t"], anon[0][1], anon[-1][1], result["rss_anon_max_mib"],
+           result["rss_file_last_mib"]))
+    log("last half: %+.2f MiB (slope %+.2f MiB/min); flat means at most %.1f MiB: %s"
+        % (growth, per_minute, allowed, "flat" if result["flat"] else "GROWS"))
+    if not args.no_results:
+        write_result("memory", result)
+    return 0 if result["flat"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
