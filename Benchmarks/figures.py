@@ -140,6 +140,18 @@ def replica_writes():
     return "\n".join(lines)
 
 
+def live_collection():
+    table = read("live-collection.md")
+    data = read("live-collection.json")
+    if table is None or data is None:
+        return None
+    rows = sorted(data["rows"], key=lambda row: row["books"])
+    smallest, largest = rows[0], rows[-1]
+    ratio = largest["cpu_us_per_write"] / smallest["cpu_us_per_write"]
+    return (table + "\n\n" + f"Server CPU per write at {largest['books']:,} books ÷ at {smallest['books']:,} books, "
+            f"same run: **{ratio:.2f}** (the goal is at most 1.10). " + source(data, "live-collection.json"))
+
+
 def memory():
     data = read("memory.json")
     if data is None:
@@ -147,22 +159,29 @@ def memory():
     samples = data["samples"]
     picks = sorted({0, len(samples) // 4, len(samples) // 2, 3 * len(samples) // 4, len(samples) - 1})
     lines = [
-        "| t (s) | RssAnon (heap) | RssFile (mapped files) | open FDs |",
-        "|---:|---:|---:|---:|",
+        "| t (s) | RssAnon (heap) | of which SQLite's page caches | RssFile (mapped files) | open FDs |",
+        "|---:|---:|---:|---:|---:|",
     ]
     for index in picks:
         sample = samples[index]
         lines.append(f"| {sample['t']:.0f} | {sample['rss_anon_kib'] / 1024:.1f} MiB | "
-                     f"{sample['rss_file_kib'] / 1024:.1f} MiB | {sample['fds']} |")
+                     f"{sample['sqlite_kib'] / 1024:.1f} MiB | {sample['rss_file_kib'] / 1024:.1f} MiB | {sample['fds']} |")
     verdict = "flat" if data["flat"] else "**grows**"
     lines += [
         "",
         f"`Benchmarks/memory.py`: {data['books']:,} books in one library, {data['seconds']} s of 90 % GET / 10 % "
         f"PATCH and list pages ({number(data['requests'])} requests) while {number(data['subscriptions'])} live "
         f"subscriptions came and went (library streams with every member's title, collection and book "
-        f"streams). Over the last half the heap moved {data['last_half_growth_mib']:+.1f} MiB "
-        f"(least-squares slope {data['last_half_slope_mib_per_min']:+.2f} MiB/min; at most "
-        f"{data['allowed_growth_mib']:.1f} MiB is flat): {verdict}. " + source(data, "memory.json"),
+        f"streams). Over the last half, medians of its first and second quarters: RssAnon "
+        f"{data['rss_anon_third_quarter_median_mib']:.1f} → {data['rss_anon_last_quarter_median_mib']:.1f} MiB "
+        f"({data['rss_anon_growth_mib']:+.1f} MiB, slope {data['rss_anon_slope_mib_per_min']:+.2f} MiB/min), "
+        f"SQLite's page caches {data['sqlite_first_mib']:.1f} MiB after the first samples and "
+        f"{data['sqlite_last_mib']:.1f} MiB at the end, and the server's own heap (RssAnon less SQLite's) "
+        f"{data['own_heap_third_quarter_median_mib']:.1f} → {data['own_heap_last_quarter_median_mib']:.1f} MiB "
+        f"({data['last_half_growth_mib']:+.1f} MiB, slope {data['last_half_slope_mib_per_min']:+.2f} MiB/min; at "
+        f"most {data['allowed_growth_mib']:.1f} MiB is flat): {verdict}. The heap's peak, "
+        f"{data['rss_anon_max_mib']:.0f} MiB, came with several whole-library snapshots in flight. "
+        + source(data, "memory.json"),
     ]
     return "\n".join(lines)
 
@@ -170,6 +189,7 @@ def memory():
 BLOCKS = {
     "benchmark": benchmark,
     "memory": memory,
+    "live-collection": live_collection,
     "live": live,
     "client-renders": client_renders,
     "fanout-floor": fanout_floor,

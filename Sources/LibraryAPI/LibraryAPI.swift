@@ -70,6 +70,14 @@ package final class LibraryAPI: HTTPResponder {
         ) {
             counters.coalesced.load(ordering: .relaxed)
         }
+        if store.engineHeapBytes != nil {
+            metrics.addGauge(
+                "library_sqlite_memory_bytes",
+                help: "Heap bytes SQLite holds (every connection's page cache included), part of the process's RSS."
+            ) { [store] in
+                store.engineHeapBytes ?? 0
+            }
+        }
         let healthProbe = self.healthProbe
         metrics.addCounter("library_health_probes_total", help: "Database probes run for /healthz since start.") {
             healthProbe.probesStarted

@@ -10,6 +10,10 @@ package protocol LibraryDatabase: LiveStore {
     /// The names of the migrations applied when the store opened (empty when the schema was current).
     var appliedMigrationNames: [String] { get }
 
+    /// Heap bytes the engine's library holds in this process (SQLite's page caches); nil when the
+    /// data lives in another process (PostgreSQL).
+    var engineHeapBytes: Int? { get }
+
     /// Runs `work` with a reader for a request on event loop `lane`: on the calling thread when
     /// the engine can read without a network round trip (SQLite), else on a database thread, so
     /// that no event loop ever waits on the network. `completion` gets the result either way.

@@ -14,6 +14,8 @@ package final class LibraryStore: Sendable {
     /// The migrations applied when the store opened (empty when the schema was current).
     package let appliedMigrations: [Migration]
     package var appliedMigrationNames: [String] { appliedMigrations.map(\.name) }
+
+    package var engineHeapBytes: Int? { sqliteMemoryUsed() }
     /// How many changes the change log keeps at least, for resuming event streams.
     package let history: Int
     /// Connections of their own for large collection snapshots (`PagedSnapshot`).

@@ -172,3 +172,7 @@ package final class Connection {
         )
     }
 }
+
+/// Bytes SQLite has allocated in this process, every connection's page cache included
+/// (`sqlite3_memory_used`).
+package func sqliteMemoryUsed() -> Int { Int(sqlite3_memory_used()) }

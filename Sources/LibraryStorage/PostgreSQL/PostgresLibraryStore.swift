@@ -22,6 +22,8 @@ import Synchronization
 package final class PostgresLibraryStore: LibraryDatabase, SnapshotSource {
     package let history: Int
     package let appliedMigrationNames: [String]
+
+    package var engineHeapBytes: Int? { nil }
     let snapshotSlots = SnapshotSlots()
     /// Where reads, writes and snapshots connect.
     private let address: PGAddress
