@@ -28,6 +28,19 @@ import Testing
         #expect(spec.text.hasPrefix("openapi: 3.1"))
     }
 
+    @Test func `metrics show the heap SQLite holds, on SQLite only`() throws {
+        let live = try LiveServer()
+        _ = try live.createLibrary()
+        let metrics = try live.request("GET", "/metrics").text
+        let line = metrics.split(separator: "\n").first { $0.hasPrefix("library_sqlite_memory_bytes ") }
+        if ProcessInfo.processInfo.environment["LIBRARY_TEST_ENGINE"] == "postgres" {
+            #expect(line == nil)  // the data lives in another process
+        } else {
+            let bytes = line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
+            #expect(bytes > 100_000, "\(line ?? "no library_sqlite_memory_bytes line")")
+        }
+    }
+
     @Test func requestCounts_AddUpOverEveryLoop() throws {
         let live = try LiveServer()  // two loops, each counting into its own shard
         for _ in 0..<20 { #expect(try live.request("GET", "/books").status == 200) }
