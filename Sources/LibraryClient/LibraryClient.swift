@@ -122,17 +122,15 @@ public final class LibraryClient {
         try await refresh(storage, path: path)
     }
 
-    /// A live query of books (`GET /books/events` with these filters): its `items` enter and leave
-    /// as the server decides. The filters are checked by the server when the stream opens.
-    public func books(libraryId: UUID? = nil, author: String? = nil, available: Bool? = nil)
-        async throws(LibraryClientError) -> BookCollection
-    {
-        let key = BookCollection.key(libraryId: libraryId, author: author, available: available)
+    /// The live query of books whose filtered fields hold these values (the typed form, an
+    /// argument per filterable field, is in Models.swift): one instance per filter while held.
+    func books(matching filters: [BookField: FieldValue]) async throws(LibraryClientError) -> BookCollection {
+        let key = BookCollection.key(filters)
         if let collection = collections[key]?.value { return collection }
         // One page with no fields checks the filters (a bad one is a 400 now, not a stream that fails).
         let check = try await send(.GET, key + (key.hasSuffix("?") ? "" : "&") + "limit=1&fields=id")
         guard check.status == 200 else { throw check.error }
-        let collection = BookCollection(libraryId: libraryId, author: author, available: available, client: self)
+        let collection = BookCollection(filters, client: self)
         collections[key] = WeakBox(collection)
         return collection
     }

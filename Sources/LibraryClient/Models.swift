@@ -110,12 +110,12 @@ public final class BookCollection: Observable {
     /// The watch path, which is also the collection's identity in the client.
     nonisolated let key: String
 
-    init(libraryId: UUID?, author: String?, available: Bool?, client: LibraryClient?) {
-        self.libraryId = libraryId
-        self.author = author
-        self.available = available
+    init(_ filters: [BookField: FieldValue], client: LibraryClient?) {
+        libraryId = filters[.libraryId]?.string.flatMap { UUID(uuidString: $0) }
+        author = filters[.author]?.string
+        available = filters[.available]?.bool
         membership = Membership(client: client)
-        key = Self.key(libraryId: libraryId, author: author, available: available)
+        key = Self.key(filters)
         released = client?.releases
     }
 
@@ -126,12 +126,31 @@ public final class BookCollection: Observable {
     /// The matching books, in the server's order (insertion), each a live `Book`.
     public var items: [Book] { membership.read() }
 
-    nonisolated static func key(libraryId: UUID?, author: String?, available: Bool?) -> String {
-        var query: [String] = []
-        if let libraryId { query.append("libraryId=" + libraryId.uuidString.lowercased()) }
-        if let author { query.append("author=" + percentEncoded(author)) }
-        if let available { query.append("available=\(available)") }
+    /// `/books?` and each filter, in the table's order.
+    nonisolated static func key(_ filters: [BookField: FieldValue]) -> String {
+        let query = BookField.filterable.compactMap { field -> String? in
+            switch filters[field] {
+            case .string(let text): field.name + "=" + percentEncoded(text)
+            case .int(let number): field.name + "=\(number)"
+            case .bool(let truth): field.name + "=\(truth)"
+            case .null, nil: nil
+            }
+        }
         return "/books?" + query.joined(separator: "&")
+    }
+}
+
+extension LibraryClient {
+    /// A live query of books (`GET /books/events` with these filters): its `items` enter and leave
+    /// as the server decides. The filters are checked by the server when the stream opens.
+    public func books(libraryId: UUID? = nil, author: String? = nil, available: Bool? = nil)
+        async throws(LibraryClientError) -> BookCollection
+    {
+        var filters: [BookField: FieldValue] = [:]
+        filters[.libraryId] = libraryId.map { .string($0.uuidString.lowercased()) }
+        filters[.author] = author.map(FieldValue.string)
+        filters[.available] = available.map(FieldValue.bool)
+        return try await books(matching: filters)
     }
 }
 

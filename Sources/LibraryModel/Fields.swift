@@ -118,6 +118,8 @@ public enum BookField: Int, ResourceField {
     public static let table = allCases.map(\.row)
     public static let names = table.map(\.name)
     public static let writable = allCases.filter { table[$0.rawValue].writable }
+    /// The fields a collection of books is filtered by, in table order.
+    public static let filterable = allCases.filter { table[$0.rawValue].filterable }
 
     private var row: FieldDescriptor {
         switch self {

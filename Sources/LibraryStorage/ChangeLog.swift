@@ -39,11 +39,17 @@ enum ChangeLog {
     }
 
     /// The columns of the log that describe the change rather than hold a value: its row id, the
-    /// resource, and a book's filtered values before the change, each kept only when it differs.
-    static let metaColumns: [(name: String, kind: FieldKind)] = [
-        ("item", .integer), ("entity", .text), ("entity_id", .identifier), ("deleted", .boolean),
-        ("fields", .text), ("moved_from", .identifier), ("previous_author", .text), ("previous_available", .boolean),
-    ]
+    /// resource, then `previousColumns`.
+    static let metaColumns: [(name: String, kind: FieldKind)] =
+        [("item", .integer), ("entity", .text), ("entity_id", .identifier), ("deleted", .boolean), ("fields", .text)]
+        + BookField.filterable.map { (previousColumn($0), $0.descriptor.kind) }
+
+    /// The column holding a book's value of a filterable field before the change, kept only when
+    /// the change made it differ (so unchanged rows stay lean): `previous_` and the field's column.
+    static func previousColumn(_ field: BookField) -> String { "previous_" + field.descriptor.column }
+
+    /// Where the first of the previous values is in a row of `columns`.
+    private static let firstPrevious = 5
 
     /// Every field's column but `id` (the log's `entity_id`), of both resources, each once. A
     /// library's own id is its row's `library_id`, so that a library's replay finds it with its books.
@@ -60,7 +66,7 @@ enum ChangeLog {
                 columns[shared] = FieldColumn(
                     name: descriptor.column, kind: descriptor.kind, library: columns[shared].library, book: field)
             } else {
-                let library: LibraryField? = descriptor.column == "library_id" ? .id : nil
+                let library: LibraryField? = field == .libraryId ? .id : nil
                 columns.append(
                     FieldColumn(name: descriptor.column, kind: descriptor.kind, library: library, book: field))
             }
@@ -87,17 +93,18 @@ enum ChangeLog {
             let rowID = SQLiteValue.int(firstItem(of: seq) + position)
             switch item {
             case .library(let library, let fields, let deleted):
-                return [rowID, "library", .text(library.id), .bool(deleted), .text(names(fields)), nil, nil, nil]
+                return [rowID, "library", .text(library.id), .bool(deleted), .text(names(fields))]
+                    + BookField.filterable.map { _ in .null }
                     + fieldColumns.map { column in column.library.map { SQLiteValue(library[$0]) } ?? .null }
             case .book(let book, let fields, let before, let deleted):
                 // Each previous value only when it differs, so that unchanged rows stay lean.
-                let movedFrom = before.flatMap { $0.libraryId == book.libraryId ? nil : $0.libraryId }
-                let previousAuthor = before.flatMap { $0.author == book.author ? nil : $0.author }
-                let previousAvailable = before.flatMap { $0.available == book.available ? nil : $0.available }
-                return [
-                    rowID, "book", .text(book.id), .bool(deleted), .text(names(fields)), .optional(movedFrom),
-                    .optional(previousAuthor), previousAvailable.map { .bool($0) } ?? .null,
-                ] + fieldColumns.map { column in column.book.map { SQLiteValue(book[$0]) } ?? .null }
+                let after = book.keys
+                let previous = BookField.filterable.map { field -> SQLiteValue in
+                    guard let value = before?[field], !value.sameBytes(after[field]) else { return .null }
+                    return SQLiteValue(value)
+                }
+                return [rowID, "book", .text(book.id), .bool(deleted), .text(names(fields))] + previous
+                    + fieldColumns.map { column in column.book.map { SQLiteValue(book[$0]) } ?? .null }
             }
         }
     }
@@ -133,12 +140,16 @@ enum ChangeLog {
         }
         // Created by this change: nothing before it; else each filtered value as it was.
         let created = fields.contains(BookField.id.name)
-        let before =
-            created
-            ? nil
-            : BookKeys(
-                libraryId: row.optionalText(5) ?? book.libraryId, author: row.optionalText(6) ?? book.author,
-                available: row.optionalBool(7) ?? book.available)
+        var before: BookKeys?
+        if !created {
+            var keys = book.keys
+            for (position, field) in BookField.filterable.enumerated() {
+                let value = row.value(
+                    Int32(firstPrevious + position), FieldShape(kind: field.descriptor.kind, nullable: true))
+                if value != .null { keys[field] = value }
+            }
+            before = keys
+        }
         return (
             seq,
             .book(book, fields: Set(fields.compactMap { BookField(named: $0) }), before: before, deleted: row.bool(3))
@@ -187,7 +198,7 @@ extension LibraryReader {
     /// The logged changes after `seq` (up to `through`) that concern the library `id` or its
     /// membership (books created in, moved into or out of, or deleted from it), in order.
     package func changes(ofLibrary id: String, after seq: Int, through last: Int) throws -> [CommittedChange] {
-        try changes(where: "library_id = ? OR moved_from = ?", [.text(id), .text(id)], after: seq, through: last)
+        try changes(where: Self.inOrLeft, [.text(id), .text(id)], after: seq, through: last)
     }
 
     /// Whether the log holds the deletion of a book or library at or before `seq`.
@@ -215,9 +226,9 @@ extension LibraryReader {
     {
         switch target {
         case .books(let filter):
-            if let library = filter.libraryId {
+            if let library = filter.library {
                 return try changes(
-                    where: "(library_id = ? OR moved_from = ?) AND entity = 'book'", [.text(library), .text(library)],
+                    where: "(\(Self.inOrLeft)) AND entity = 'book'", [.text(library), .text(library)],
                     after: seq, through: last)
             }
             return try changes(where: "entity = 'book'", [], after: seq, through: last)
@@ -227,6 +238,10 @@ extension LibraryReader {
             preconditionFailure("a single resource is replayed by changes(ofBook:) or changes(ofLibrary:)")
         }
     }
+
+    /// The log rows of changes in a library or that took a book out of it (one parameter twice).
+    static let inOrLeft =
+        "\(BookField.libraryId.descriptor.column) = ? OR \(ChangeLog.previousColumn(.libraryId)) = ?"
 
     /// The query behind a replay, for `EXPLAIN QUERY PLAN` in tests.
     static func changesQuery(where condition: String) -> String {

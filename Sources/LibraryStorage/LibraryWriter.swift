@@ -97,7 +97,7 @@ package final class LibraryWriter {
         return book
     }
 
-    /// Applies a merge patch. A patch of one field other than `libraryId` or `author` (the common PATCH) is one
+    /// Applies a merge patch. A patch of one field (the common PATCH) is one
     /// `UPDATE … RETURNING` with no read before it: the statement sets the field only where the row
     /// exists, passes the precondition and holds another value, so a row back means exactly that
     /// field changed. Anything else (no row: missing, stale or unchanged; several fields; a move;
@@ -132,10 +132,11 @@ package final class LibraryWriter {
                 row = try session.first(sql, values, LibraryReader.book)
             }
             if let book = row {
-                // The row came back, so the field changed: `available` was the other value; no
-                // other field a filter tests can take this path (`singleColumn`).
+                // The row came back, so the field changed. A filtered field's value before is
+                // needed (a collection it left): only a boolean's is known without reading it,
+                // the other one (`singleField` sends the others through `updateBook`).
                 var before = book.keys
-                if field == .available { before.available.toggle() }
+                if field.descriptor.filterable, case .bool(let now) = value { before[field] = .bool(!now) }
                 note(.book(book, fields: [field, .version, .updatedAt], before: before, deleted: false))
                 return book
             }

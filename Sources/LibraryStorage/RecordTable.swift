@@ -50,9 +50,11 @@ struct FieldShape: Sendable {
     let kind: FieldKind
     let nullable: Bool
 
-    init(_ descriptor: FieldDescriptor) {
-        kind = descriptor.kind
-        nullable = descriptor.nullable
+    init(_ descriptor: FieldDescriptor) { self.init(kind: descriptor.kind, nullable: descriptor.nullable) }
+
+    init(kind: FieldKind, nullable: Bool) {
+        self.kind = kind
+        self.nullable = nullable
     }
 }
 

@@ -99,7 +99,8 @@ extension LiveHub {
 
     /// Hands the collection streams a change can concern their events. Those are found by lookup,
     /// never by walking: a book is seen by the streams whose filter its values before or after
-    /// the change match, 8 filter keys each (16 lookups), whatever the collections' sizes.
+    /// the change match, 2^n filter keys each for n filterable fields (8 today: 16 lookups), whatever
+    /// the collections' sizes.
     func publishToCollections(_ change: CommittedChange) {
         var targets: Set<LiveTarget> = []
         for item in change.items {

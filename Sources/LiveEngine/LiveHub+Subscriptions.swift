@@ -117,7 +117,7 @@ extension LiveHub {
         case .book(let book, _, let before, _):
             loads[.book(book.id)]?.note(item, seq: seq)
             loads[.library(book.libraryId)]?.note(item, seq: seq)
-            if let previous = before?.libraryId, previous != book.libraryId {
+            if let previous = before?.library, previous != book.libraryId {
                 loads[.library(previous)]?.note(item, seq: seq)
             }
         case .library(let library, _, _):

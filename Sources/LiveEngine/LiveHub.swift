@@ -123,7 +123,7 @@ package final class LiveHub {
             if !loads.isEmpty { noteForLoads(item, seq: change.seq) }
             switch item {
             case .book(let record, _, let before, let deleted):
-                applyBook(record, previousLibraryID: before?.libraryId, deleted: deleted, seq: change.seq)
+                applyBook(record, previousLibraryID: before?.library, deleted: deleted, seq: change.seq)
             case .library(let record, _, let deleted):
                 guard let library = libraries[record.id], library.baseSeq < change.seq else { continue }
                 counters.applyWork.add(1, ordering: .relaxed)

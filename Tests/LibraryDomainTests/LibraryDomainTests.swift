@@ -22,16 +22,30 @@ import Testing
 }
 
 @Suite struct IdentifierTests {
+    /// The filtered values of a book in library "l".
+    static func keys(author: String, available: Bool) -> BookKeys {
+        BookRecord(seq: 1) { field in
+            switch field {
+            case .author: .string(author)
+            case .available: .bool(available)
+            case .version: .int(1)
+            default: .string("l")
+            }
+        }.keys
+    }
+
     @Test func bookFilter_ComparesTextByteForByteAsSQLiteDoes() {
         let composed = "caf\u{E9}"
         let decomposed = "cafe\u{301}"
         #expect(composed == decomposed, "Swift equates them")
-        let filter = BookFilter(author: composed)
-        #expect(filter.matches(BookKeys(libraryId: "l", author: composed, available: true)))
-        #expect(!filter.matches(BookKeys(libraryId: "l", author: decomposed, available: true)))
-        #expect(filter != BookFilter(author: decomposed))
-        #expect(Set([filter, BookFilter(author: decomposed), BookFilter(author: composed)]).count == 2)
-        #expect(BookFilter.all(matching: BookKeys(libraryId: "l", author: "a", available: false)).count == 8)
+        let filter = BookFilter([.author: .string(composed)])
+        #expect(filter.matches(Self.keys(author: composed, available: true)))
+        #expect(!filter.matches(Self.keys(author: decomposed, available: true)))
+        #expect(filter != BookFilter([.author: .string(decomposed)]))
+        #expect(
+            Set([filter, BookFilter([.author: .string(decomposed)]), BookFilter([.author: .string(composed)])]).count
+                == 2)
+        #expect(BookFilter.all(matching: Self.keys(author: "a", available: false)).count == 8)
     }
 
     @Test func canonical_AcceptsUUIDsInEitherCaseAndLowercasesThem() {

@@ -31,11 +31,16 @@ import Testing
         return tables
     }
 
-    /// The same from the PostgreSQL migrations' CREATE TABLE statements.
+    /// The same from the PostgreSQL migrations, in order: their CREATE TABLE statements and the
+    /// columns `ALTER TABLE … RENAME COLUMN` renames.
     static func postgresColumns() throws -> [String: [String: Bool]] {
         var tables: [String: [String: Bool]] = [:]
         var table: String?
-        for file in ["0001_library_schema.sql", "0002_idempotency_keys.sql"] {
+        let folder = root.appendingPathComponent("Migrations/postgres")
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".sql") }
+            .sorted()
+        #expect(files.count >= 3)
+        for file in files {
             for line in try text("Migrations/postgres/" + file).split(separator: "\n") {
                 let words = line.split(separator: " ")
                 if line.hasPrefix("CREATE TABLE "), words.count > 2 {
@@ -45,6 +50,13 @@ import Testing
                 } else if let table, line.hasPrefix("    "), let name = words.first {
                     tables[table, default: [:]][String(name)] =
                         !line.contains("NOT NULL") && !line.contains("PRIMARY KEY")
+                } else if line.hasPrefix("ALTER TABLE "), words.count == 8, words[3] == "RENAME", words[4] == "COLUMN" {
+                    let (renamed, old, new) = (String(words[2]), String(words[5]), String(words[7].dropLast()))
+                    let nullable = tables[renamed]?.removeValue(forKey: old)
+                    #expect(nullable != nil, "\(file): no column \(old) in \(renamed)")
+                    tables[renamed]?[new] = nullable
+                } else {
+                    #expect(!line.hasPrefix("ALTER TABLE"), "\(file): the test does not read \(line)")
                 }
             }
         }

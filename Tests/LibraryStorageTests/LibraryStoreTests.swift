@@ -27,7 +27,13 @@ import Testing
     /// Every subset of the book filters, as `GET /books` and `GET /libraries/{id}/books` combine them.
     static let filterCombinations: [BookFilter] = [nil, "3f2a9c1e-8b4d-4e6f-9a1b-2c3d4e5f6a7b"].flatMap { library in
         [nil, "Herbert"].flatMap { author in
-            [nil, true, false].map { BookFilter(libraryId: library, author: author, available: $0) }
+            [nil, true, false].map {
+                BookFilter(
+                    [
+                        .libraryId: library.map(FieldValue.string), .author: author.map(FieldValue.string),
+                        .available: $0.map(FieldValue.bool),
+                    ].compactMapValues { $0 })
+            }
         }
     }
 
@@ -41,8 +47,9 @@ import Testing
         #expect(plan.count == 1, "one search, no sort: \(text)")
         #expect(!text.contains("SCAN"), "\(text)")
         #expect(!text.contains("TEMP B-TREE"), "\(text)")
-        var expected = (filter.libraryId == nil ? [] : ["library_id=?"]) + (filter.author == nil ? [] : ["author=?"])
-        if filter.available != nil { expected.append("available=?") }
+        var expected =
+            (filter[.libraryId] == nil ? [] : ["library_id=?"]) + (filter[.author] == nil ? [] : ["author=?"])
+        if filter[.available] != nil { expected.append("available=?") }
         if expected.isEmpty {
             #expect(text.contains("INTEGER PRIMARY KEY (rowid>?)"), "\(text)")
         } else {
@@ -260,7 +267,7 @@ import Testing
         while true {
             let position = after
             let page = try store.writeAndWait {
-                try $0.reader.books(BookFilter(libraryId: library.id), after: position, limit: 7)
+                try $0.reader.books(BookFilter([.libraryId: .string(library.id)]), after: position, limit: 7)
             }
             seen += page.items.map(\.id)
             guard let next = page.next else { break }
@@ -354,7 +361,7 @@ import Testing
                 case .library(let library, let fields, let deleted):
                     "\(change.seq) library:\(library.id.prefix(1)) v\(library.version) \(deleted) \(fields.map(\.name).sorted())"
                 case .book(let book, let fields, let before, let deleted):
-                    "\(change.seq) book \(before.map { String($0.libraryId.prefix(1)) } ?? "-")→\(book.libraryId.prefix(1)) \(book.title) \(deleted) \(fields.map(\.name).sorted())"
+                    "\(change.seq) book \(before.map { String($0.library.prefix(1)) } ?? "-")→\(book.libraryId.prefix(1)) \(book.title) \(deleted) \(fields.map(\.name).sorted())"
                 }
             }
         }
@@ -364,7 +371,7 @@ import Testing
         let (path, a, b, x) = try Self.oldShapeDatabase()
         defer { try? FileManager.default.removeItem(atPath: path) }
         let store = try LibraryStore(path: path, history: 10)
-        #expect(store.appliedMigrations.map(\.version) == [4, 5, 6])
+        #expect(store.appliedMigrations.map(\.version) == [4, 5, 6, 7])
         #expect(try store.latestCommittedSeq() == 6)
 
         let book = Self.describe(try Self.replay(store, .book(x), after: 0))
@@ -404,7 +411,7 @@ import Testing
     }
 
     /// The replay queries read one index each, never the whole log.
-    @Test(arguments: ["entity_id = ? AND entity = 'book'", "library_id = ? OR moved_from = ?"])
+    @Test(arguments: ["entity_id = ? AND entity = 'book'", "library_id = ? OR previous_library_id = ?"])
     func replayQueries_SearchAnIndex(condition: String) throws {
         let store = try LibraryStore(path: ":memory:")
         let sql = LibraryReader.changesQuery(where: condition)

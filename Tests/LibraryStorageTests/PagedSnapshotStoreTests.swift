@@ -46,7 +46,7 @@ import Testing
                 try store.writeAndWait { try $0.createBook(BookDraft(libraryId: library.id, title: "B\(index)")) }.id)
         }
         // A write between pages: not in this snapshot, whose pages all show one moment.
-        let pages = try Self.pages(store, .books(BookFilter(libraryId: library.id)), pageSize: 10) {
+        let pages = try Self.pages(store, .books(BookFilter([.libraryId: .string(library.id)])), pageSize: 10) {
             _ = try store.writeAndWait { try $0.createBook(BookDraft(libraryId: library.id, title: "late")) }
         }
         #expect(pages.map(\.items.count) == [10, 10, 5])

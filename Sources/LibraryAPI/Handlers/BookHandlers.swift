@@ -3,17 +3,12 @@ import LibraryDomain
 import LibraryStorage
 
 extension LibraryAPI {
-    /// `GET /books` (filters `libraryId`, `author`, `available`) or `GET /libraries/{id}/books`.
+    /// `GET /books` (filtered by the table's filterable fields) or `GET /libraries/{id}/books`.
     func listBooks(in libraryID: String?, _ exchange: Exchange) throws(APIError) {
         let query = try QueryParameters(exchange.request.query)
         let (limit, after) = (try query.limit(), try query.cursor())
         let fields = try FieldSelection<BookField>(parsing: query.string("fields"))
-        let libraryFilter = libraryID == nil ? try query.identifier("libraryId") : nil
-        let filter = BookFilter(
-            libraryId: libraryID ?? libraryFilter,
-            author: try query.author(),
-            available: try query.bool("available")
-        )
+        let filter = try query.bookFilter(in: libraryID)
         exchange.read(libraryID.map { "library \($0)" } ?? "book") { reader in
             if let libraryID, try reader.library(id: libraryID) == nil { throw StoreError(.notFound) }
             let page = try reader.books(filter, after: after, limit: limit)

@@ -87,10 +87,7 @@ extension LibraryAPI {
         let fields = try query.string("fields")
         switch target {
         case .books:
-            let filter = BookFilter(
-                libraryId: try query.identifier("libraryId"),
-                author: try query.author(),
-                available: try query.bool("available"))
+            let filter = try query.bookFilter()
             let selection = try FieldSelection<BookField>(parsing: fields)
             return SubscriptionRequest(
                 target: .books(filter), bookFields: Set(BookField.allCases.filter(selection.contains)), members: true)

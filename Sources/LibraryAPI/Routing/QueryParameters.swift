@@ -32,12 +32,34 @@ struct QueryParameters: Sendable {
         return values[name]
     }
 
-    /// The `author` filter: any text but U+0000, which no stored author holds (PostgreSQL's text
-    /// cannot, so it is refused on both engines).
-    func author() throws(APIError) -> String? {
-        guard let text = try string("author") else { return nil }
-        guard !text.utf8.contains(0) else { throw .badRequest("author must not contain U+0000.") }
-        return text
+    /// The filters of `GET /books` and `/books/events`: a parameter for each field the table marks
+    /// filterable, named and read as the field (in table order, so the first bad one is the one
+    /// reported). The library of a path (`/libraries/{id}/books`) takes the place of its parameter,
+    /// which is then not read.
+    func bookFilter(in library: String? = nil) throws(APIError) -> BookFilter {
+        var filter = BookFilter()
+        filter.library = library
+        for field in BookField.filterable where filter[field] == nil {
+            filter[field] = try value(of: field.descriptor)
+        }
+        return filter
+    }
+
+    /// The parameter named as the field, read as its kind. Text may be anything but U+0000, which
+    /// no stored text holds (PostgreSQL's text cannot, so it is refused on both engines).
+    private func value(of field: FieldDescriptor) throws(APIError) -> FieldValue? {
+        switch field.kind {
+        case .identifier: return try identifier(field.name).map(FieldValue.string)
+        case .boolean: return try bool(field.name).map(FieldValue.bool)
+        case .integer:
+            guard let text = try string(field.name) else { return nil }
+            guard let number = Int(text) else { throw .badRequest("\(field.name) must be a whole number.") }
+            return .int(number)
+        case .text, .timestamp:
+            guard let text = try string(field.name) else { return nil }
+            guard !text.utf8.contains(0) else { throw .badRequest("\(field.name) must not contain U+0000.") }
+            return .string(text)
+        }
     }
 
     /// `limit`: 1 to 500, default 50.

@@ -102,90 +102,148 @@ package struct BookDraft: FieldDraft {
     }
 }
 
-/// Which books a list or a collection stream returns; nil means no filter on that field.
-package struct BookFilter: Sendable, Hashable {
-    package var libraryId: String?
-    package var author: String?
-    package var available: Bool?
+extension BookField {
+    /// Each field's position in `filterable` (nil: not filtered by), by raw value.
+    @usableFromInline static let filterPositions: [Int?] = allCases.map { filterable.firstIndex(of: $0) }
 
-    package init(libraryId: String? = nil, author: String? = nil, available: Bool? = nil) {
-        self.libraryId = libraryId
-        self.author = author
-        self.available = available
+    /// The field's position in `filterable`; a field no collection is filtered by here is a
+    /// programming error.
+    @inlinable var filterPosition: Int {
+        guard let position = Self.filterPositions[rawValue] else { preconditionFailure("\(name) is not filterable") }
+        return position
+    }
+}
+
+extension FieldValue {
+    /// Equal byte for byte: text as SQLite and PostgreSQL (`COLLATE "C"`) compare it, where Swift's
+    /// `==` would equate canonically equivalent strings (a composed and a decomposed "é").
+    @inlinable package func sameBytes(_ other: FieldValue) -> Bool {
+        switch (self, other) {
+        case (.string(let a), .string(let b)): a.utf8.elementsEqual(b.utf8)
+        default: self == other
+        }
+    }
+
+    /// Hashes as `sameBytes` compares.
+    @inlinable package func hashBytes(into hasher: inout Hasher) {
+        switch self {
+        case .string(let text):
+            hasher.combine(0 as UInt8)
+            text.utf8.forEach { hasher.combine($0) }
+            hasher.combine(0xFF as UInt8)  // never a UTF-8 byte: ends the text
+        default: hasher.combine(self)
+        }
+    }
+}
+
+/// Which books a list or a collection stream returns: for each filterable field
+/// (`BookField.filterable`, from the field table) the value it must equal, or none.
+package struct BookFilter: Sendable, Hashable {
+    /// By position in `BookField.filterable`; nil: any value.
+    @usableFromInline var values: [FieldValue?]
+
+    /// No condition: every book.
+    package init() { values = Array(repeating: nil, count: BookField.filterable.count) }
+
+    /// Each field equal to its value (each field must be filterable).
+    package init(_ conditions: [BookField: FieldValue]) {
+        self.init()
+        for (field, value) in conditions { self[field] = value }
+    }
+
+    /// The value `field` must equal, or nil.
+    @inlinable package subscript(field: BookField) -> FieldValue? {
+        get { values[field.filterPosition] }
+        set { values[field.filterPosition] = newValue }
+    }
+
+    /// The library the filter names, if it names one: the one condition the change log is
+    /// searched by (a collection's replay reads the log by library, then tests the rest).
+    package var library: String? {
+        get { self[.libraryId]?.string }
+        set { self[.libraryId] = newValue.map(FieldValue.string) }
+    }
+
+    /// The same filter with only its library: what a replay of the change log reads by.
+    package var libraryOnly: BookFilter {
+        var filter = BookFilter()
+        filter[.libraryId] = self[.libraryId]
+        return filter
     }
 
     /// The filtered fields and the value each must equal, in table order.
     package var conditions: [(BookField, FieldValue)] {
-        var conditions: [(BookField, FieldValue)] = []
-        if let libraryId { conditions.append((.libraryId, .string(libraryId))) }
-        if let author { conditions.append((.author, .string(author))) }
-        if let available { conditions.append((.available, .bool(available))) }
-        return conditions
+        zip(BookField.filterable, values).compactMap { field, value in value.map { (field, $0) } }
     }
 
     /// Whether a book with these filtered values is in the list. Text is compared byte for byte,
-    /// as SQLite compares it for `GET /books` (Swift's `==` would equate canonically equivalent
-    /// strings, such as a composed and a decomposed "é").
+    /// as the databases compare it for `GET /books`.
     package func matches(_ keys: BookKeys) -> Bool {
-        (libraryId == nil || libraryId!.utf8.elementsEqual(keys.libraryId.utf8))
-            && (author == nil || author!.utf8.elementsEqual(keys.author.utf8))
-            && (available == nil || available == keys.available)
+        for (value, key) in zip(values, keys.values) {
+            if let value, !value.sameBytes(key) { return false }
+        }
+        return true
     }
 
     /// Byte for byte, as `matches`: streams whose filters differ only in normalization are apart.
     package static func == (lhs: BookFilter, rhs: BookFilter) -> Bool {
-        func same(_ a: String?, _ b: String?) -> Bool {
+        zip(lhs.values, rhs.values).allSatisfy { a, b in
             switch (a, b) {
             case (nil, nil): true
-            case (let a?, let b?): a.utf8.elementsEqual(b.utf8)
+            case (let a?, let b?): a.sameBytes(b)
             default: false
             }
         }
-        return same(lhs.libraryId, rhs.libraryId) && same(lhs.author, rhs.author) && lhs.available == rhs.available
     }
 
     package func hash(into hasher: inout Hasher) {
-        for text in [libraryId, author] {
-            hasher.combine(text != nil)
-            text?.utf8.forEach { hasher.combine($0) }
-            hasher.combine(0xFF as UInt8)  // never a UTF-8 byte: ends the text
+        for value in values {
+            hasher.combine(value != nil)
+            value?.hashBytes(into: &hasher)
         }
-        hasher.combine(available)
     }
 
     /// Every filter a book with `keys` matches (each filtered field either unset or equal to the
-    /// book's value): the 8 keys under which collection streams that can see it are found.
+    /// book's value): the 2^n keys (n filterable fields) under which the collection streams that
+    /// can see it are found.
     package static func all(matching keys: BookKeys) -> [BookFilter] {
+        let count = keys.values.count
         var filters: [BookFilter] = []
-        filters.reserveCapacity(8)
-        for library in [nil, keys.libraryId] {
-            for author in [nil, keys.author] {
-                for available in [nil, keys.available] {
-                    filters.append(BookFilter(libraryId: library, author: author, available: available))
-                }
+        filters.reserveCapacity(1 << count)
+        for mask in 0..<(1 << count) {
+            var filter = BookFilter()
+            for position in 0..<count where mask & (1 << position) != 0 {
+                filter.values[position] = keys.values[position]
             }
+            filters.append(filter)
         }
         return filters
     }
 }
 
-/// The values of a book that list filters test, as they were before a change: whether the change
-/// made the book enter or leave a filtered collection is decided from these and the new values.
+/// The values of a book that list filters test (`BookField.filterable`), as they were before a
+/// change: whether the change made the book enter or leave a filtered collection is decided from
+/// these and the new values.
 package struct BookKeys: Sendable, Hashable {
-    package var libraryId: String
-    package var author: String
-    package var available: Bool
+    /// By position in `BookField.filterable`.
+    package var values: [FieldValue]
 
-    package init(libraryId: String, author: String, available: Bool) {
-        self.libraryId = libraryId
-        self.author = author
-        self.available = available
+    /// The book's values of the filterable fields.
+    package init(_ book: BookRecord) { values = BookField.filterable.map { book[$0] } }
+
+    /// The value of a filterable field.
+    package subscript(field: BookField) -> FieldValue {
+        get { values[field.filterPosition] }
+        set { values[field.filterPosition] = newValue }
     }
+
+    /// The library the book was in.
+    package var library: String { self[.libraryId].requiredString }
 }
 
 extension BookRecord {
     /// The values list filters test.
-    package var keys: BookKeys { BookKeys(libraryId: libraryId, author: author, available: available) }
+    package var keys: BookKeys { BookKeys(self) }
 }
 
 /// One page of a list, in insertion order.

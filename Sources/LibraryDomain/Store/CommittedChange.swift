@@ -18,8 +18,8 @@ package struct CommittedChange: Sendable {
 package enum ChangeItem: Sendable {
     /// `deleted` carries the last state of a deleted library.
     case library(LibraryRecord, fields: Set<LibraryField>, deleted: Bool)
-    /// `before` holds the filtered values the book had before (its library, author and
-    /// availability; nil when this write created it).
+    /// `before` holds the values of the fields lists filter by, as the book had them before
+    /// (nil when this write created it).
     case book(BookRecord, fields: Set<BookField>, before: BookKeys?, deleted: Bool)
 
     package var key: String {

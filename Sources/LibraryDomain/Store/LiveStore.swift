@@ -24,12 +24,12 @@ package enum LiveTarget: Hashable, Sendable {
     }
 
     /// What a replay of this target reads from the change log: the target itself, except that a
-    /// book collection reads by its library alone (the log is not searched by author or
-    /// availability; the live side tests every change against the whole filter), so collections
-    /// that differ only in those filters share one read.
+    /// book collection reads by its library alone (the log is not searched by the other filtered
+    /// fields; the live side tests every change against the whole filter), so collections that
+    /// differ only in those share one read.
     package var logQuery: LiveTarget {
         switch self {
-        case .books(let filter): .books(BookFilter(libraryId: filter.libraryId))
+        case .books(let filter): .books(filter.libraryOnly)
         case .book, .library, .libraries: self
         }
     }
