@@ -12,7 +12,7 @@ commit that measured it, and CI (Benchmarks/smoke.sh) checks that nobody edited 
 
 Blocks: `benchmark` (bench.py: results.md and chart.svg), `live` (live.py: live.md),
 `client-renders` (client-renders.sh), `fanout-floor` (fanout-floor.sh), `replica-writes`
-(postgres.py --replica-writes). A block whose result file is missing is left as it is.
+(postgres.py --replica-writes), `postgres` (postgres.py). A block whose result file is missing is left as it is.
 """
 
 import argparse
@@ -140,6 +140,52 @@ def replica_writes():
     return "\n".join(lines)
 
 
+def postgres():
+    data = read("postgres.json")
+    if data is None:
+        return None
+    ours, theirs = "library-server", "hummingbird-postgres"
+    labels = {"get": "GET /books/{id}", "patch": "PATCH /books/{id}"}
+    lines = [
+        "| deployment | workload | req/s ours | req/s comparator | ours ÷ comparator | p99 ours / comp. "
+        "| servers' CPU per request ours / comp. | PostgreSQL CPU per request ours / comp. |",
+        "|---|---|---:|---:|---:|---|---|---|",
+    ]
+    for topology in data["topologies"]:
+        runs = topology["runs"]
+        for workload, label in labels.items():
+            if workload not in runs.get(ours, {}) or workload not in runs.get(theirs, {}):
+                continue
+
+            def median(name, key):
+                values = sorted(run[key] for run in runs[name][workload])
+                middle = len(values) // 2
+                return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+            lines.append(
+                f"| {topology['topology']} | {label} | {number(median(ours, 'rps'))} | {number(median(theirs, 'rps'))} "
+                f"| **{median(ours, 'rps') / median(theirs, 'rps'):.2f}** "
+                f"| {median(ours, 'p99_us') / 1000:.1f} / {median(theirs, 'p99_us') / 1000:.1f} ms "
+                f"| {median(ours, 'cpu_us'):.0f} / {median(theirs, 'cpu_us'):.0f} µs "
+                f"| {median(ours, 'db_cpu_us'):.0f} / {median(theirs, 'db_cpu_us'):.0f} µs |")
+    ratios = []
+    for topology in data["topologies"]:
+        for workload in labels:
+            per_round = [a["rps"] / b["rps"] for a, b in zip(topology["runs"].get(ours, {}).get(workload, []),
+                                                            topology["runs"].get(theirs, {}).get(workload, []))]
+            if per_round:
+                ratios.append(f"{topology['topology']} {workload.upper()} "
+                              + " / ".join(f"{ratio:.2f}" for ratio in per_round))
+    lines += [
+        "",
+        f"PostgreSQL with fsync {data['fsync']}, {data['books']:,} books, `wrk -t{data['threads']} "
+        f"-c{data['connections']}` (through nginx when there are replicas), {data['seconds']} s per run after "
+        f"{data['warmup']} s of warm-up, medians of {data['rounds']} rounds, the order of the servers flipped every "
+        f"round. Ours ÷ comparator in each round: " + "; ".join(ratios) + ". " + source(data, "postgres.json"),
+    ]
+    return "\n".join(lines)
+
+
 def live_collection():
     table = read("live-collection.md")
     data = read("live-collection.json")
@@ -194,6 +240,7 @@ BLOCKS = {
     "client-renders": client_renders,
     "fanout-floor": fanout_floor,
     "replica-writes": replica_writes,
+    "postgres": postgres,
 }
 
 

@@ -35,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
 sys.path.insert(0, os.path.join(HERE, "lib"))
-from benchlib import Server, commit, dechunk, log, machine, metric, percentile, stop_all  # noqa: E402
+from benchlib import Server, commit, dechunk, event_fields, log, machine, metric, percentile, stop_all  # noqa: E402
 
 LIBRARY = "00000000-0000-4000-8000-000000000001"
 
@@ -82,19 +82,11 @@ class EventReader:
                 end = self.body.find(b"\n\n", max(consumed, scanned))
                 if end < 0:
                     break
-                block = bytes(self.body[consumed:end])
+                kind, ident, data = event_fields(bytes(self.body[consumed:end]))
                 consumed = end + 2
-                kind, ident, data = "message", None, []
-                for line in block.split(b"\n"):
-                    if line.startswith(b"event: "):
-                        kind = line[7:].decode()
-                    elif line.startswith(b"id: "):
-                        ident = int(line[4:])
-                    elif line.startswith(b"data: "):
-                        data.append(line[6:])
                 if data:
                     # A collection's snapshot comes one item per `data:` line; joined, they are its JSON.
-                    yield kind, ident, b"\n".join(data)
+                    yield kind, None if ident is None else int(ident), b"\n".join(data)
             del self.body[:consumed]
             scanned = max(0, len(self.body) - 1)
             try:

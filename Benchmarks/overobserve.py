@@ -42,6 +42,7 @@ import os
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from benchlib import dechunk, event_fields  # noqa: E402
 
 FIELD_SETS = [["title"], ["author"], ["isbn"], ["publishedYear"], ["available"], ["title", "author"]]
 FIELDS = ["title", "author", "isbn", "publishedYear", "available"]
@@ -68,7 +69,8 @@ class Stream:
             book, ",".join(fields))
         self.socket.sendall(request.encode())
         self.socket.setblocking(False)
-        self.buffer = b""
+        self.raw = bytearray()
+        self.body = bytearray()
         self.head_done = False
         self.snapshot = False
         self.changes = 0
@@ -76,35 +78,28 @@ class Stream:
         self.foreign = 0
 
     def feed(self, data):
-        self.buffer += data
+        self.raw += data
         if not self.head_done:
-            if b"\r\n\r\n" not in self.buffer:
+            if b"\r\n\r\n" not in self.raw:
                 return
-            head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+            head, rest = bytes(self.raw).split(b"\r\n\r\n", 1)
             if not head.startswith(b"HTTP/1.1 200"):
                 raise SystemExit("overobserve: stream refused: %r" % head[:100])
-            self.head_done = True
-        # Chunked transfer coding: strip the chunk-size lines (hex digits alone on a line).
+            self.head_done, self.raw = True, bytearray(rest)
+        dechunk(self.raw, self.body)
         while True:
-            if b"\r\n" not in self.buffer:
+            end = self.body.find(b"\n\n")
+            if end < 0:
                 return
-            size_line, rest = self.buffer.split(b"\r\n", 1)
-            size = int(size_line, 16)
-            if len(rest) < size + 2:
-                return
-            self.block(rest[:size])
-            self.buffer = rest[size + 2:]
-
-    def block(self, chunk):
-        for block in chunk.split(b"\n\n"):
-            lines = dict(line.split(b": ", 1) for line in block.split(b"\n") if b": " in line and not
-                         line.startswith(b":"))
-            if lines.get(b"event") == b"snapshot":
+            block = bytes(self.body[:end])
+            del self.body[:end + 2]
+            kind, _, data = event_fields(block)
+            if kind == "snapshot":
                 self.snapshot = True
-            elif lines.get(b"event") == b"change":
+            elif kind == "change":
                 self.changes += 1
                 self.change_bytes += len(block) + 2
-                keys = set(json.loads(lines[b"data"])) - {"id"}
+                keys = set(json.loads(b"\n".join(data))) - {"id"}
                 self.foreign += len(keys - self.fields)
 
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """library-server on PostgreSQL against Hummingbird 2 + PostgresNIO, GET and PATCH /books/{id}.
 
-    python3 Benchmarks/postgres.py [--books 100000] [--seconds 30] [--rounds 1]
+    python3 Benchmarks/postgres.py [--books 100000] [--seconds 30] [--rounds 4] [--replicas 1,3]
 
 One run, everything on 127.0.0.1, stopping by itself:
 
-1. a throwaway PostgreSQL cluster (the steps of scripts/lib/postgres.sh: initdb and pg_ctl, as the
-   `postgres` user when run as root; trust authentication, fsync as --fsync says), removed at the end whatever
-   happens;
+1. a throwaway PostgreSQL cluster started by scripts/lib/postgres.sh (initdb and pg_ctl, as the
+   `postgres` user when run as root; trust authentication, fsync as --fsync says), removed at the end
+   whatever happens;
 2. library-server started once on it (`--database postgres://...`), which creates the schema
    (Migrations/postgres), then stopped; `--schema migrations` applies Migrations/postgres/*.sql
    with psql instead, to test the comparator without library-server;
@@ -20,8 +20,14 @@ One run, everything on 127.0.0.1, stopping by itself:
    (ids cycling over every book; every PATCH a new title, so the version goes up), after a VACUUM
    of `books` so neither server inherits the other's dead rows.
 
-It prints a markdown table (medians over the rounds): req/s, p50 and p99 latency, the server's
-CPU per request, and ours / comparator; then each server's RSS before and after the runs.
+All of that once per `--replicas` count (default `1,3`): one process of each server reached
+directly, then three of each behind nginx configured with deploy/nginx.conf (scripts/lib/nginx.py),
+which is how replicas are deployed; wrk talks to nginx, which spreads the connections (least_conn).
+
+It prints a markdown table per topology (medians over the rounds): req/s, p50 and p99 latency, the
+servers' CPU per request (every replica's; nginx's apart), and ours / comparator; then each
+server's RSS before and after the runs. Every run goes to Benchmarks/results/postgres.json, from
+which Benchmarks/figures.py writes the README's table.
 
 `--replica-writes 1,2,3` measures instead what replicas write together: that many library-server
 replicas on the one database, and per round, for each count K (in turn, the order rotating every
@@ -56,8 +62,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
 from benchlib import Server, running, write_result  # noqa: E402
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "scripts", "lib"))
+from nginx import Nginx  # noqa: E402
 OURS = os.path.join(ROOT, ".build", "release", "library-server")
 COMPARATOR = os.path.join(HERE, ".build", "release", "hummingbird-postgres")
+POSTGRES_SH = os.path.join(ROOT, "scripts", "lib", "postgres.sh")
 MIGRATIONS = os.path.join(ROOT, "Migrations", "postgres")
 CREATED = "2026-01-01T00:00:00.000Z"
 WORKLOADS = {"get": "GET /books/{id}", "patch": "PATCH /books/{id}"}
@@ -82,8 +91,13 @@ def cleanup():
             except subprocess.TimeoutExpired:
                 pass
     running.clear()
+    for deployment in deployments:
+        if deployment.nginx:
+            deployment.nginx.stop()
     if cluster is not None:
         cluster.remove()
+    if workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def on_signal(number, _frame):
@@ -103,46 +117,20 @@ def free_port():
 
 
 class Cluster:
-    """A throwaway PostgreSQL cluster, as scripts/lib/postgres.sh starts one."""
+    """A throwaway PostgreSQL cluster, started and stopped by scripts/lib/postgres.sh (the one
+    starter of the project's scripts), fsync on or off."""
 
     def __init__(self, fsync=True):
-        versions = sorted(
-            (d for d in os.listdir("/usr/lib/postgresql") if os.path.exists("/usr/lib/postgresql/%s/bin/initdb" % d)),
-            key=lambda v: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", v)],
-        ) if os.path.isdir("/usr/lib/postgresql") else []
-        if not versions:
-            raise SystemExit("PostgreSQL is not installed: apt-get install postgresql")
-        self.bin = "/usr/lib/postgresql/%s/bin" % versions[-1]
-        self.dir = tempfile.mkdtemp(prefix="library-postgres.", dir="/tmp")
-        os.chmod(self.dir, 0o755)
-        self.user = subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip()
-        self.run_as = []
-        if os.getuid() == 0:
-            has_postgres = subprocess.run(["id", "-u", "postgres"], capture_output=True).returncode == 0
-            self.user = "postgres" if has_postgres else "nobody"
-            shutil.chown(self.dir, self.user)
-            self.run_as = ["runuser", "-u", self.user, "--"]
-        self.data = os.path.join(self.dir, "data")
-        self.port = free_port()
         self.started = False
-        result = subprocess.run(
-            self.run_as + [self.bin + "/initdb", "-D", self.data, "-U", self.user, "--auth=trust", "-E", "UTF8",
-                           "--no-sync"],
-            capture_output=True, text=True, timeout=120,
-        )
+        result = subprocess.run(["bash", POSTGRES_SH, "start"], capture_output=True, text=True, timeout=180,
+                                env=dict(os.environ, POSTGRES_FSYNC="on" if fsync else "off"))
         if result.returncode != 0:
-            raise RuntimeError("initdb failed: %s%s" % (result.stdout, result.stderr))
-        options = "-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=%s -c max_connections=200" % (
-            self.port, self.dir, "on" if fsync else "off")
-        result = subprocess.run(
-            self.run_as + [self.bin + "/pg_ctl", "-D", self.data, "-l", os.path.join(self.dir, "server.log"),
-                           "-w", "-t", "30", "-o", options, "start"],
-            capture_output=True, text=True, timeout=60,
-        )
+            raise SystemExit("postgres.sh start failed: %s" % result.stderr.strip())
+        values = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+        self.dir, self.bin, self.user = values["POSTGRES_DIR"], values["POSTGRES_BIN"], values["POSTGRES_USER"]
+        self.port, self.url = int(values["POSTGRES_PORT"]), values["POSTGRES_URL"]
+        self.data = os.path.join(self.dir, "data")
         self.started = True
-        if result.returncode != 0:
-            raise RuntimeError("pg_ctl start failed: %s%s%s" % (result.stdout, result.stderr, self.server_log()))
-        self.url = "postgres://%s@127.0.0.1:%d/postgres" % (self.user, self.port)
 
     def server_log(self):
         try:
@@ -182,12 +170,9 @@ class Cluster:
         return total / os.sysconf("SC_CLK_TCK")
 
     def remove(self):
-        if self.started and os.path.exists(os.path.join(self.data, "postmaster.pid")):
-            subprocess.run(
-                self.run_as + [self.bin + "/pg_ctl", "-D", self.data, "-m", "immediate", "-w", "-t", "30", "stop"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60,
-            )
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.started:
+            subprocess.run(["bash", POSTGRES_SH, "stop", self.dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=60)
         self.started = False
 
 
@@ -283,15 +268,53 @@ def wrk(port, workload, seconds, args, threads=None, connections=None):
     return result
 
 
+deployments = []  # every Deployment started, so that cleanup stops their nginx too
+workdir = None
+
+
+class Deployment:
+    """One server under test as a user deploys it: one process on the database, reached directly,
+    or `count` of them (at most 3) behind nginx configured with deploy/nginx.conf
+    (scripts/lib/nginx.py). CPU and memory are the servers' together; nginx's CPU apart."""
+
+    def __init__(self, name, command, count, workdir, keep_errors=False):
+        self.name = name
+        self.servers = [Server(command, name=name if count == 1 else "%s-%d" % (name, n + 1), keep_errors=keep_errors)
+                        for n in range(count)]
+        self.nginx = None
+        if count > 1:
+            directory = os.path.join(workdir, name)
+            os.makedirs(directory)
+            self.nginx = Nginx(directory, [server.port for server in self.servers])
+        self.port = self.nginx.port if self.nginx else self.servers[0].port
+        deployments.append(self)
+
+    def cpu_seconds(self):
+        return sum(server.cpu_seconds() for server in self.servers)
+
+    def proxy_cpu_seconds(self):
+        return self.nginx.cpu_seconds() if self.nginx else 0.0
+
+    def status(self, key):
+        return sum(server.status(key) for server in self.servers)
+
+    def stop(self):
+        if self.nginx:
+            self.nginx.stop()
+        for server in self.servers:
+            server.stop()
+
+
 def measure(server, workload, db, args):
     db.psql("VACUUM books")  # neither server inherits the other's dead rows
     if args.warmup > 0:
         wrk(server.port, workload, args.warmup, args)
-    cpu, db_cpu = server.cpu_seconds(), db.backends_cpu_seconds()
+    cpu, db_cpu, proxy_cpu = server.cpu_seconds(), db.backends_cpu_seconds(), server.proxy_cpu_seconds()
     result = wrk(server.port, workload, args.seconds, args)
     requests = max(result["requests"], 1)
     result["cpu_us"] = (server.cpu_seconds() - cpu) * 1e6 / requests
     result["db_cpu_us"] = (db.backends_cpu_seconds() - db_cpu) * 1e6 / requests
+    result["proxy_cpu_us"] = (server.proxy_cpu_seconds() - proxy_cpu) * 1e6 / requests
     if result["non2xx"] or result["socket_errors"]:
         raise RuntimeError("%s %s: %d non-2xx answers, %d socket errors"
                            % (server.name, workload, result["non2xx"], result["socket_errors"]))
@@ -313,11 +336,12 @@ def check_same_answers(servers, args):
             % (servers[0].name, answers[0], servers[1].name, answers[1]))
 
 
-def markdown(results, rss, args, names):
+def markdown(results, rss, args, names, count):
     ours, theirs = names
     lines = [
-        "PostgreSQL (fsync %s), %d books, `wrk -t%d -c%d`, %d s per run after %d s of warm-up, %d round(s)%s."
-        % (args.fsync, args.books, args.threads, args.connections, args.seconds, args.warmup, args.rounds,
+        "PostgreSQL (fsync %s), %d books, %s, `wrk -t%d -c%d`, %d s per run after %d s of warm-up, %d round(s)%s."
+        % (args.fsync, args.books, "one process each" if count == 1 else "%d processes each behind nginx" % count,
+           args.threads, args.connections, args.seconds, args.warmup, args.rounds,
            ", medians" if args.rounds > 1 else ""),
         "",
         "| workload | req/s ours | req/s comparator | ours ÷ comparator | p50 ours / comp. (ms) "
@@ -344,6 +368,47 @@ def markdown(results, rss, args, names):
         before, after, peak = rss[name]
         lines.append("| %s | %.1f | %.1f | %.1f |" % (name, before / 1024, after / 1024, peak / 1024))
     return "\n".join(lines)
+
+
+def compare(args, workloads, count):
+    """GET and PATCH on both servers, each deployed as `count` replicas (behind nginx when more than
+    one), the order flipped every round. Returns the runs and the RSS of each."""
+    servers = []
+    if not args.comparator_only:
+        servers.append(Deployment("library-server", [args.server, "--port", "0", "--database", cluster.url], count,
+                                  workdir))
+    command = [args.comparator, "--port", "0", "--database", cluster.url]
+    if args.pool:
+        command += ["--pool", str(args.pool)]
+    servers.append(Deployment("hummingbird-postgres", command, count, workdir, keep_errors=True))
+    if len(servers) == 2:
+        check_same_answers(servers, args)
+    rss = {server.name: [server.status("VmRSS"), 0, 0] for server in servers}
+    for server in servers:
+        log("%s: %d process(es) on port %d%s, RSS %.1f MiB" % (
+            server.name, count, server.port, " (nginx)" if server.nginx else "", rss[server.name][0] / 1024))
+    results = {server.name: {} for server in servers}
+    for round_index in range(args.rounds):
+        for workload in workloads:
+            order = servers if round_index % 2 == 0 else list(reversed(servers))
+            for server in order:
+                result = measure(server, workload, cluster, args)
+                results[server.name].setdefault(workload, []).append(result)
+                log("%d replica(s), round %d  %-5s %-20s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  CPU %6.1f µs/req  "
+                    "PostgreSQL CPU %6.1f µs/req  nginx CPU %6.1f µs/req  RSS %5.1f MiB"
+                    % (count, round_index + 1, workload, server.name, result["rps"], result["p50_us"] / 1000,
+                       result["p99_us"] / 1000, result["cpu_us"], result["db_cpu_us"], result["proxy_cpu_us"],
+                       server.status("VmRSS") / 1024))
+    for server in servers:
+        rss[server.name][1] = server.status("VmRSS")
+        rss[server.name][2] = server.status("VmHWM")
+    for server in servers:
+        server.stop()
+    names = [server.name for server in servers]
+    if len(names) == 2:
+        print(markdown(results, rss, args, names, count))
+    return {"replicas": count, "runs": results,
+            "rssKiB": {name: {"before": rss[name][0], "after": rss[name][1], "peak": rss[name][2]} for name in names}}
 
 
 def replica_writes(args, counts):
@@ -427,7 +492,7 @@ def main():
     parser.add_argument("--libraries", type=int, default=10, help="library 1 holds 90 %% of the books")
     parser.add_argument("--seconds", type=int, default=30, help="measured seconds per run")
     parser.add_argument("--warmup", type=int, default=3, help="warm-up seconds before each run")
-    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--workloads", default="get,patch")
@@ -437,6 +502,9 @@ def main():
                         help="who creates the schema: library-server (default) or psql from Migrations/postgres")
     parser.add_argument("--fsync", choices=("on", "off"), default="on",
                         help="PostgreSQL's fsync (default on, as deployed)")
+    parser.add_argument("--replicas", metavar="K,K,...", default="1,3",
+                        help="compare each server deployed as K processes, behind nginx when K > 1 (default: "
+                             "%(default)s; at most 3, as deploy/nginx.conf names)")
     parser.add_argument("--replica-writes", metavar="K,K,...",
                         help="measure PATCH through K replicas at once instead (e.g. 1,2,3)")
     parser.add_argument("--comparator-only", action="store_true",
@@ -447,6 +515,9 @@ def main():
         if workload not in WORKLOADS:
             parser.error("unknown workload %s" % workload)
     counts = [int(k) for k in args.replica_writes.split(",")] if args.replica_writes else []
+    replica_counts = [int(k) for k in args.replicas.split(",") if k]
+    if not replica_counts or any(k < 1 or k > 3 for k in replica_counts):
+        parser.error("--replicas takes counts from 1 to 3")
     if any(k < 1 for k in counts):
         parser.error("--replica-writes takes counts of 1 or more")
     binaries = [args.comparator] if args.comparator_only else [args.server, args.comparator]
@@ -471,48 +542,19 @@ def main():
         cleanup()
         return
 
-    servers = []
+    global workdir
+    workdir = tempfile.mkdtemp(prefix="library-postgres-bench.")
+    topologies = {}
+    for count in replica_counts:
+        topology = "%d replica%s%s" % (count, "" if count == 1 else "s", " behind nginx" if count > 1 else "")
+        topologies[topology] = compare(args, workloads, count)
+    path = write_result("postgres", {
+        "benchmark": "postgres.py", "fsync": args.fsync, "books": args.books, "threads": args.threads,
+        "connections": args.connections, "seconds": args.seconds, "warmup": args.warmup, "rounds": args.rounds,
+        "topologies": [dict(topology=name, **data) for name, data in topologies.items()]})
+    log("written to %s" % os.path.relpath(path, ROOT))
     if not args.comparator_only:
-        servers.append(Server([args.server, "--port", "0", "--database", cluster.url], name="library-server"))
-    command = [args.comparator, "--port", "0", "--database", cluster.url]
-    if args.pool:
-        command += ["--pool", str(args.pool)]
-    servers.append(Server(command, name="hummingbird-postgres", keep_errors=True))
-    if len(servers) == 2:
-        check_same_answers(servers, args)
-    rss = {server.name: [server.status("VmRSS"), 0, 0] for server in servers}
-    for server in servers:
-        log("%s on port %d, pid %d, RSS %.1f MiB" % (server.name, server.port, server.process.pid,
-                                                    rss[server.name][0] / 1024))
-    results = {server.name: {} for server in servers}
-    for round_index in range(args.rounds):
-        for workload in workloads:
-            order = servers if round_index % 2 == 0 else list(reversed(servers))
-            for server in order:
-                result = measure(server, workload, cluster, args)
-                results[server.name].setdefault(workload, []).append(result)
-                log("round %d  %-5s %-20s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  CPU %6.1f µs/req  "
-                    "PostgreSQL CPU %6.1f µs/req  RSS %5.1f MiB"
-                    % (round_index + 1, workload, server.name, result["rps"], result["p50_us"] / 1000,
-                       result["p99_us"] / 1000, result["cpu_us"], result["db_cpu_us"],
-                       server.status("VmRSS") / 1024))
-    for server in servers:
-        rss[server.name][1] = server.status("VmRSS")
-        rss[server.name][2] = server.status("VmHWM")
-    for server in servers:
-        server.stop()
-    names = [server.name for server in servers]
-    if len(names) == 2:
-        print(markdown(results, rss, args, names))
-    else:
-        for name in names:
-            for workload, runs in results[name].items():
-                print("%s %s: %.0f req/s, p50 %.2f ms, p99 %.2f ms" % (
-                    name, workload, statistics.median(r["rps"] for r in runs),
-                    statistics.median(r["p50_us"] for r in runs) / 1000,
-                    statistics.median(r["p99_us"] for r in runs) / 1000))
-            print("%s RSS before %.1f MiB, after %.1f MiB, peak %.1f MiB" % (
-                name, rss[name][0] / 1024, rss[name][1] / 1024, rss[name][2] / 1024))
+        subprocess.run([sys.executable, os.path.join(HERE, "figures.py")], check=True)
     cleanup()
 
 

@@ -9,11 +9,12 @@ and stopped with SIGTERM. The rows are then inserted in one transaction with Pyt
 """
 
 import os
-import signal
 import sqlite3
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from benchlib import Server  # noqa: E402
 
 CREATED = "2026-01-01T00:00:00.000Z"
 
@@ -27,20 +28,14 @@ def book_id(n):
 
 
 def create_schema(server, path):
-    process = subprocess.Popen(
-        [server, "--port", "0", "--database", path, "--log-level", "warning"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     try:
-        line = process.stdout.readline()
-        if not line.startswith("listening on "):
-            raise SystemExit("seed: the server did not start: %s%s" % (line, process.stderr.read()))
-    finally:
-        process.send_signal(signal.SIGTERM)
-        if process.wait(timeout=20) != 0:
-            raise SystemExit("seed: the server exited with %d" % process.returncode)
+        process = Server([server, "--port", "0", "--database", path, "--log-level", "warning"], ready_timeout=60,
+                         keep_errors=True)
+    except RuntimeError as error:
+        raise SystemExit("seed: %s" % error)
+    status = process.stop()
+    if status != 0:
+        raise SystemExit("seed: the server exited with %s" % status)
 
 
 def seed(path, books, libraries):

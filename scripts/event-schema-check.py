@@ -35,6 +35,9 @@ import jsonschema
 import referencing
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from harness import event_fields  # noqa: E402
+
 API_TOKEN = os.environ.get("LIBRARY_API_TOKEN")
 READ_TOKEN = os.environ.get("LIBRARY_READ_TOKEN")
 
@@ -77,32 +80,25 @@ def read_stream(url, path, headers, events, opened, done, body=None):
         opened.set()
         return
     opened.set()
-    fields, data = {}, []
+    block = b""
     try:
         while True:
             line = response.readline()
             if not line:
                 return
-            line = line.decode("utf-8").rstrip("\r\n")
-            if line == "":
-                if data:
-                    fields["data"] = "\n".join(data)
-                    fields.setdefault("event", "message")
-                    events.append(fields)
-                    if done(fields):
-                        return
-                fields, data = {}, []
-            elif line.startswith(":"):
+            line = line.rstrip(b"\r\n")
+            if line:
+                block += line + b"\n"
                 continue
-            else:
-                name, _, value = line.partition(":")
-                value = value.removeprefix(" ")
-                if name == "data":
-                    data.append(value)
-                elif name == "retry":
-                    fields["retry"] = int(value)
-                else:
-                    fields[name] = value
+            kind, ident, data = event_fields(block.rstrip(b"\n"))
+            block = b""
+            if data:
+                fields = {"event": kind, "data": b"\n".join(data).decode("utf-8")}
+                if ident is not None:
+                    fields["id"] = ident.decode("utf-8")
+                events.append(fields)
+                if done(fields):
+                    return
     except TimeoutError:
         return
     finally:
@@ -170,7 +166,8 @@ def main():
 
     library = call(url, "POST", "/libraries", {"name": "Events"})["id"]
     book = call(url, "POST", "/books", {"libraryId": library, "title": "Dune", "author": "Herbert"})["id"]
-    second = call(url, "POST", "/books", {"libraryId": library, "title": "Children of Dune"})["id"]
+    # A second book, so the library has more than one.
+    call(url, "POST", "/books", {"libraryId": library, "title": "Children of Dune"})
     spare = call(url, "POST", "/libraries", {"name": "Events spare"})["id"]
     token = f"access_token={urllib.parse.quote(READ_TOKEN)}" if READ_TOKEN else ""
     query = f"?{token}" if token else ""
@@ -203,7 +200,7 @@ def main():
         "BookStreamEvent": (f"/books/{book}/events", header, [], deleted),
         "LibraryStreamEvent (fields)": (f"/libraries/{library}/events?fields=name,books.title" +
                                         (f"&{token}" if token else ""), {}, [], deleted),
-        "LibraryCollectionStreamEvent": (f"/libraries/events?fields=name,bookCount" + (f"&{token}" if token else ""),
+        "LibraryCollectionStreamEvent": ("/libraries/events?fields=name,bookCount" + (f"&{token}" if token else ""),
                                          {}, [], removed(lambda: [added.get("id")])),
         "BookCollectionStreamEvent": (f"/books/events?libraryId={library}&fields=title,author", header, [],
                                       removed(lambda: [added.get("book")])),

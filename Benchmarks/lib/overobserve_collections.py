@@ -32,7 +32,7 @@ import socket
 import time
 import urllib.parse
 
-from benchlib import dechunk
+from benchlib import dechunk, event_fields
 
 WAIT_SECONDS = 10
 
@@ -371,16 +371,10 @@ class Stream:
                 break
             block = bytes(self.body[:end])
             del self.body[:end + 2]
-            kind, ident, data = "message", None, []
-            for line in block.split(b"\n"):
-                if line.startswith(b"event: "):
-                    kind = line[7:].decode()
-                elif line.startswith(b"id: "):
-                    ident = line[4:].decode()
-                elif line.startswith(b"data: "):
-                    data.append(line[6:].decode())
+            kind, ident, data = event_fields(block)
             if data:
-                self.pending.append((kind, ident, json.loads("\n".join(data)), len(block) + 2))
+                self.pending.append((kind, None if ident is None else ident.decode(), json.loads(b"\n".join(data)),
+                                     len(block) + 2))
 
 
 class Check:

@@ -5,6 +5,13 @@
 #
 # PostgreSQL refuses to run as root: as root, the cluster belongs to the `postgres` user (or
 # `nobody`). Debian's binaries live in /usr/lib/postgresql/<version>/bin, not on PATH.
+# fsync is off (tests need no durability across a machine's crash) unless POSTGRES_FSYNC=on.
+#
+# The one starter of throwaway clusters: programs in other languages run it as a command
+# (Benchmarks/postgres.py): `bash scripts/lib/postgres.sh start` starts a cluster that outlives
+# the command and prints its POSTGRES_DIR, POSTGRES_BIN, POSTGRES_USER, POSTGRES_PORT and
+# POSTGRES_URL, a NAME=VALUE a line; `bash scripts/lib/postgres.sh stop DIR` stops it (immediate
+# mode) and removes its directory.
 
 POSTGRES_DIR=""
 POSTGRES_URL=""
@@ -46,7 +53,7 @@ postgres_run() { # postgres_run COMMAND...: as the cluster's owner
 
 postgres_pg_ctl_start() {
     postgres_run "$POSTGRES_BIN/pg_ctl" -D "$POSTGRES_DIR/data" -l "$POSTGRES_DIR/server.log" -w -t 30 \
-        -o "-c listen_addresses=127.0.0.1 -p $POSTGRES_PORT -k $POSTGRES_DIR -c fsync=off -c max_connections=200" start >/dev/null \
+        -o "-c listen_addresses=127.0.0.1 -p $POSTGRES_PORT -k $POSTGRES_DIR -c fsync=${POSTGRES_FSYNC:-off} -c max_connections=200" start >/dev/null \
         || { cat "$POSTGRES_DIR/server.log" >&2; return 1; }
 }
 
@@ -192,3 +199,24 @@ stop_failover_cluster() { # pgbouncer and the standby (stop_postgres removes the
     fi
     STANDBY_DIR=""
 }
+
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+    case ${1:-} in
+    start)
+        start_postgres || exit 1
+        trap - EXIT
+        for name in POSTGRES_DIR POSTGRES_BIN POSTGRES_USER POSTGRES_PORT POSTGRES_URL; do echo "$name=${!name}"; done
+        ;;
+    stop)
+        [[ -n ${2:-} && -d $2/data ]] || { echo "postgres.sh stop: no cluster in '${2:-}'" >&2; exit 2; }
+        POSTGRES_DIR=$2
+        POSTGRES_BIN=$(postgres_bin) || exit 1
+        POSTGRES_USER=$(stat -c %U "$POSTGRES_DIR")
+        stop_postgres
+        ;;
+    *)
+        echo "usage: bash scripts/lib/postgres.sh start | stop DIR" >&2
+        exit 2
+        ;;
+    esac
+fi
