@@ -81,7 +81,7 @@ let package = Package(
         .target(
             name: "LibraryAPI",
             dependencies: [
-                "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine", "Digest",
+                "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine", "Digest", "ServerSentEvents",
                 .product(name: "Logging", package: "swift-log"),
             ],
             // The console's files are embedded by the EmbedFiles plugin, not compiled or copied as resources.

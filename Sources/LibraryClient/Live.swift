@@ -31,7 +31,7 @@ struct LiveState {
     /// Attempts that failed in a row, for the backoff.
     var failures = 0
     /// The server's `retry:`, the first reconnection delay.
-    var retry: Duration = .milliseconds(2000)
+    var retry: Duration = .milliseconds(EventStreamFraming.reconnectionMilliseconds)
     var lastActivity = ContinuousClock.now
     var closed = false
     /// Whether a reconnection waits out its backoff (demand changes then wait for it too).

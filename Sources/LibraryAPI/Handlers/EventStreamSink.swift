@@ -107,7 +107,7 @@ final class EventStreamSink: LiveEventSink {
     }
 
     func keepAlive() {
-        if queue.isEmpty && !encoding { stream.write(Array(": keep-alive\n\n".utf8)) }
+        if queue.isEmpty && !encoding { stream.write(EventEncoding.keepAlive) }
     }
 
     func finish() {

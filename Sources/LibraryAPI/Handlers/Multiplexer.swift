@@ -171,7 +171,7 @@ final class Multiplexer {
         }
         guard state.answered() else { return }
         let stream = open()
-        stream.write(Array("retry: 2000\n\n".utf8))
+        stream.write(EventEncoding.opening)
         self.stream = stream
         startWaitingPage()
         scheduleFlush()
@@ -324,13 +324,13 @@ final class Multiplexer {
         var bytes: [UInt8] = []
         if event.page?.isFirst == true {
             stream.setSendBuffer(EventStreamSink.largeSendBuffer)
-            bytes += entryStart(part, kind: "snapshot")
-            bytes += Array(#"{"items":["#.utf8) + [10]
+            bytes += entryStart(part, kind: LiveEvent.Kind.snapshot.rawValue)
+            bytes += EventEncoding.entryItemsStart
         }
         bytes += EventEncoding.pageItems(event, opening: [])
         let isLast = event.page?.isLast == true
         if isLast {
-            bytes += Array("data: ]}}\n".utf8)
+            bytes += EventEncoding.entryItemsEnd
             paging = nil
             if part.removing && part.settled { drop(part) }
         }
@@ -360,7 +360,7 @@ final class Multiplexer {
             state.keepAliveDue(
                 now: DispatchTime.now().uptimeNanoseconds, frameOpen: frameEntries != nil, backlog: stream.backlog)
         else { return }
-        stream.write(Array(": keep-alive\n\n".utf8))
+        stream.write(EventEncoding.keepAlive)
     }
 
     // MARK: Frames
@@ -411,8 +411,7 @@ final class Multiplexer {
         }
         pending = []
         guard frameEntries != nil else { return }  // everything pending cancelled out
-        bytes += Array(
-            (tag.isEmpty ? "data: ]\nid: \(hub.position)\n\n" : "data: ]\nid: \(hub.position).\(tag)\n\n").utf8)
+        bytes += EventEncoding.frameEnd(seq: hub.position, tag: tag)
         frameEntries = nil
         guard bytes.count > EventStreamSink.chunkSize else { return stream.write(bytes) }
         // A large frame (a deep resume of many watches can fold thousands of items into each)
@@ -429,10 +428,8 @@ final class Multiplexer {
 
     /// The start of an entry, up to its `data` value: opens the frame first if none is open.
     private func entryStart(_ part: Part, kind: String) -> [UInt8] {
-        var bytes = Array((frameEntries == nil ? "data: [" : "data: ,").utf8)
+        let bytes = EventEncoding.entryStart(opensFrame: frameEntries == nil, watchJSON: part.watchJSON, kind: kind)
         frameEntries = (frameEntries ?? 0) + 1
-        bytes += Array(#"{"watch":"#.utf8) + part.watchJSON
-        bytes += Array(#","event":""#.utf8) + Array(kind.utf8) + Array(#"","data":"#.utf8)
         return bytes
     }
 
@@ -441,7 +438,7 @@ final class Multiplexer {
         // Encoded once for every stream whose watch has the same shape (as `wire` is for single
         // streams).
         bytes += event.dataWire.bytes { EventEncoding.data(event) }
-        bytes += Array("}\n".utf8)
+        bytes += EventEncoding.entryEnd
         return bytes
     }
 }

@@ -1,0 +1,176 @@
+import LibraryDomain
+import LiveEngine
+import ServerSentEvents
+
+/// The one encoder of the server's event streams, for every stream kind: a resource's or a
+/// collection's own stream (`GET /books/{id}/events`, `/books/events`, …) and the frames of a
+/// multiplexed one (`/events`). The framing itself (`retry`, keep-alive comments, `event:`, `id:`
+/// and `data:` lines) is `ServerSentEvents.EventStreamFraming`'s; this adds the JSON each kind
+/// carries.
+///
+/// A stream of its own sends `event:`, `id:` and one `data:` line of JSON per event; a
+/// collection's snapshot as pages of `data:` lines, one item each, whose id comes with the last.
+/// A multiplexed stream sends frames: one event (no `event:` line) whose data is a JSON array of
+/// entries, one `data:` line each (`{"watch":…,"event":…,"data":…}`), and whose id
+/// (`<seq>.<tag>`) comes last.
+enum EventEncoding {
+    /// What every stream says first: the reconnection time.
+    static let opening = EventStreamFraming.retry
+
+    /// A comment that keeps a silent stream open.
+    static let keepAlive = EventStreamFraming.keepAlive
+
+    /// An event of a stream of its own.
+    static func encode(_ event: LiveEvent) -> [UInt8] {
+        EventStreamFraming.event(kind: event.kind.rawValue, id: String(event.seq), data: data(event))
+    }
+
+    /// The JSON an event carries (for a collection's snapshot page, see `page`).
+    static func data(_ event: LiveEvent) -> [UInt8] {
+        var json = JSONWriter()
+        json.beginObject()
+        if !event.isCollection {
+            json.key("id")
+            json.string(event.id)
+        }
+        for (field, value) in event.libraryFields {
+            json.key(bytes: JSONKeys.library[field.rawValue])
+            json.value(value)
+        }
+        for (field, value) in event.bookFields {
+            json.key(bytes: JSONKeys.book[field.rawValue])
+            json.value(value)
+        }
+        if let members = event.members {
+            json.key(event.isCollection ? "items" : "books")
+            json.beginArray()
+            for index in 0..<members.count { json.member(members, index) }
+            json.endArray()
+        }
+        if let membership = event.membership {
+            if !event.isCollection {
+                json.key("books")
+                json.beginObject()
+            }
+            if !membership.added.isEmpty {
+                json.key("added")
+                json.beginArray()
+                membership.added.forEach { json.member($0) }
+                json.endArray()
+            }
+            if !membership.removed.isEmpty {
+                json.key("removed")
+                json.beginArray()
+                membership.removed.forEach { json.string($0) }
+                json.endArray()
+            }
+            if !membership.changed.isEmpty {
+                json.key("changed")
+                json.beginArray()
+                membership.changed.forEach { json.member($0) }
+                json.endArray()
+            }
+            if !event.isCollection { json.endObject() }
+        }
+        json.endObject()
+        return json.bytes
+    }
+
+    /// One page of a collection's snapshot on a stream of its own: the first page opens the
+    /// `snapshot` event and its `items`, each item is a `data:` line (the lines join into one JSON
+    /// document), and the last closes them and gives the event its id.
+    static func page(_ event: LiveEvent) -> [UInt8] {
+        var bytes: [UInt8] = []
+        if event.page?.isFirst == true { bytes += EventStreamFraming.eventLine(LiveEvent.Kind.snapshot.rawValue) }
+        bytes += pageItems(event, opening: EventStreamFraming.dataLine(Array(#"{"items":["#.utf8)))
+        if event.page?.isLast == true {
+            bytes += EventStreamFraming.dataLine(Array("]}".utf8)) + EventStreamFraming.idLine(String(event.seq))
+            bytes.append(EventStreamFraming.lineEnd)
+        }
+        return bytes
+    }
+
+    /// A page's items as `data:` lines, after `opening` on the first page.
+    static func pageItems(_ event: LiveEvent, opening: [UInt8]) -> [UInt8] {
+        guard let members = event.members else { return [] }
+        var bytes: [UInt8] = []
+        let first = event.page?.isFirst == true
+        if first { bytes += opening }
+        for index in 0..<members.count {
+            var json = JSONWriter()
+            json.member(members, index)
+            bytes += EventStreamFraming.dataPrefix
+            if !(first && index == 0) { bytes.append(UInt8(ascii: ",")) }
+            bytes += json.bytes
+            bytes.append(EventStreamFraming.lineEnd)
+        }
+        return bytes
+    }
+
+    // MARK: Multiplexed frames
+
+    /// The start of a frame's entry, up to its `data` value: `data: [` when it opens the frame,
+    /// else `data: ,`, then the watch and the kind.
+    static func entryStart(opensFrame: Bool, watchJSON: [UInt8], kind: String) -> [UInt8] {
+        var bytes = EventStreamFraming.dataPrefix
+        bytes.append(UInt8(ascii: opensFrame ? "[" : ","))
+        bytes += Array(#"{"watch":"#.utf8) + watchJSON
+        bytes += Array(#","event":""#.utf8) + Array(kind.utf8) + Array(#"","data":"#.utf8)
+        return bytes
+    }
+
+    /// The end of an entry, after its `data` value.
+    static let entryEnd = Array("}".utf8) + [EventStreamFraming.lineEnd]
+
+    /// What follows a snapshot entry's start on a collection's first page: its `items`, opened.
+    static let entryItemsStart = Array(#"{"items":["#.utf8) + [EventStreamFraming.lineEnd]
+
+    /// The end of a snapshot entry on a collection's last page: its `items`, its data and the entry.
+    static let entryItemsEnd = EventStreamFraming.dataLine(Array("]}}".utf8))
+
+    /// The end of a frame: its array closed, and its id (`seq`, then `.` and the tag when there is one).
+    static func frameEnd(seq: Int, tag: String) -> [UInt8] {
+        var bytes = EventStreamFraming.dataLine(Array("]".utf8))
+        bytes += EventStreamFraming.idLine(tag.isEmpty ? String(seq) : "\(seq).\(tag)")
+        bytes.append(EventStreamFraming.lineEnd)
+        return bytes
+    }
+}
+
+extension JSONWriter {
+    mutating func value(_ value: FieldValue) {
+        switch value {
+        case .string(let text): string(text)
+        case .int(let number): int(number)
+        case .bool(let flag): bool(flag)
+        case .null: null()
+        }
+    }
+
+    mutating func member(_ member: LiveEvent.Member) {
+        beginObject()
+        key("id")
+        string(member.id)
+        for (field, value) in member.libraryFields {
+            key(bytes: JSONKeys.library[field.rawValue])
+            self.value(value)
+        }
+        for (field, value) in member.fields {
+            key(bytes: JSONKeys.book[field.rawValue])
+            self.value(value)
+        }
+        endObject()
+    }
+
+    /// Member `index` of a snapshot's table.
+    mutating func member(_ members: LiveEvent.MemberTable, _ index: Int) {
+        beginObject()
+        key("id")
+        string(members.ids[index])
+        for (field, value) in zip(members.fields, members.values(of: index)) {
+            key(field)
+            self.value(value)
+        }
+        endObject()
+    }
+}
