@@ -103,15 +103,24 @@ package final class LibraryWriter {
     /// field changed. Anything else (no row: missing, stale or unchanged; several fields; a move;
     /// invalid values) takes `updateBook`, which reads first and answers 404, 422, 412 in order.
     ///
+    /// A field lists filter by also needs its value before the change (a collection the book
+    /// leaves): a boolean's is the other value; on PostgreSQL any other comes back from the same
+    /// statement, read from the row as the statement found it (`FROM (SELECT …) AS before`).
+    /// SQLite's `RETURNING` sees only the new row, so there such a field is read first (in the
+    /// process, no round trip).
+    ///
     /// Being one statement that either is the whole write or changes nothing, it can be sent ahead
     /// of time: PostgreSQL's writer pipelines a batch's fast paths (`SQLSession.probe`, `prefetched`).
     package func patchBook(id: String, if precondition: Precondition, _ patch: BookPatch) throws -> BookRecord {
         // At most 8 `If-Match` tags: each count is a statement of its own, prepared and kept.
         var fewTags = true
         if case .versions(let versions) = precondition { fewTags = versions.count <= 8 }
-        if let (field, value) = patch.singleField, field.descriptor.errors(in: value).isEmpty, fewTags {
+        if let (field, value) = patch.singleField, field.descriptor.errors(in: value).isEmpty, fewTags,
+            let previous = previousValueSQL(field)
+        {
             let column = field.descriptor.column
-            var sql = "UPDATE books SET \(column) = ?1, version = version + 1, updated_at = ?2 WHERE id = ?3"
+            var sql =
+                "UPDATE books SET \(column) = ?1, version = version + 1, updated_at = ?2\(previous.from) WHERE id = ?3"
             var values: [SQLiteValue] = [SQLiteValue(value), .text(Timestamp.now()), .text(id)]
             if case .versions(let versions) = precondition {
                 // No version can match an empty list (`If-Match` naming only tags that are not
@@ -122,21 +131,31 @@ package final class LibraryWriter {
                     : " AND version IN (\(versions.indices.map { "?\($0 + 4)" }.joined(separator: ", ")))"
                 values += versions.map { .int($0) }
             }
-            sql += " AND \(column) IS DISTINCT FROM ?1 RETURNING \(Tables.books.columns)"
+            sql += " AND \(column) IS DISTINCT FROM ?1 RETURNING \(Tables.books.columns)\(previous.returning)"
             if case .probe = session { throw FastPathProbe.fastPath(sql: sql, values: values) }
-            let row: BookRecord?
+            /// The book, and the field's value before when the statement returns it.
+            func decode(_ row: SQLRow) -> (BookRecord, FieldValue?) {
+                let shape = FieldShape(kind: field.descriptor.kind, nullable: true)
+                return (
+                    LibraryReader.book(row), previous.returning.isEmpty ? nil : row.value(Self.previousColumn, shape)
+                )
+            }
+            let row: (BookRecord, FieldValue?)?
             if let prefetched {
-                row = prefetched.map(LibraryReader.book)
+                row = prefetched.map(decode)
                 self.prefetched = nil
             } else {
-                row = try session.first(sql, values, LibraryReader.book)
+                row = try session.first(sql, values, decode)
             }
-            if let book = row {
-                // The row came back, so the field changed. A filtered field's value before is
-                // needed (a collection it left): only a boolean's is known without reading it,
-                // the other one (`singleField` sends the others through `updateBook`).
+            if let (book, previousValue) = row {
+                // The row came back, so the field changed; a filtered field's value before it
+                // came back with the row, or is a boolean's other value.
                 var before = book.keys
-                if field.descriptor.filterable, case .bool(let now) = value { before[field] = .bool(!now) }
+                if let previousValue {
+                    before[field] = previousValue
+                } else if field.descriptor.filterable, case .bool(let now) = value {
+                    before[field] = .bool(!now)
+                }
                 note(.book(book, fields: [field, .version, .updatedAt], before: before, deleted: false))
                 return book
             }
@@ -215,14 +234,35 @@ package final class LibraryWriter {
     }
 }
 
+extension LibraryWriter {
+    /// Where a fast-path statement returns the field's value before the change: right after the
+    /// book's columns (`seq` and every field's).
+    fileprivate static let previousColumn = Int32(BookField.allCases.count + 1)
+
+    /// What a fast-path statement of `field` adds to return the field's value before the change,
+    /// when collection streams need it (`ChangeItem.book`'s `before`): nothing for a field no
+    /// list filters by, or a boolean (the other value); on PostgreSQL (and its writer's probe) a
+    /// subquery of the row as the statement found it. Nil when the field cannot take the
+    /// one-statement path here: such a field on SQLite, or a move (it changes two libraries).
+    fileprivate func previousValueSQL(_ field: BookField) -> (from: String, returning: String)? {
+        let descriptor = field.descriptor
+        guard descriptor.filterable, descriptor.kind != .boolean else { return ("", "") }
+        guard field != .libraryId else { return nil }
+        switch session {
+        case .sqlite: return nil
+        case .postgres, .probe:
+            return (
+                " FROM (SELECT \(descriptor.column) AS previous FROM books WHERE id = ?3) AS before",
+                ", before.previous"
+            )
+        }
+    }
+}
+
 extension BookPatch {
-    /// When the patch sets exactly one field that can take the one-statement path: that field and
-    /// its new value. A field lists filter by cannot, but for a boolean (its value before was the
-    /// other one): collection streams need the value it had before (`ChangeItem.book`'s `before`),
-    /// and a move changes two libraries.
+    /// When the patch sets exactly one field: that field and its new value.
     fileprivate var singleField: (BookField, FieldValue)? {
         guard values.count == 1, let (field, value) = values.first else { return nil }
-        guard !field.descriptor.filterable || field.descriptor.kind == .boolean else { return nil }
         return (field, value)
     }
 }

@@ -45,6 +45,45 @@ struct PostgresReplicaTests {
         #expect(try direct.readAndWait { try $0.library(id: library.id)?.bookCount } == 5)
     }
 
+    @Test func `an author PATCH is one statement that logs the author before, and its collection sees it leave`() throws
+    {
+        let (uri, drop) = try schema()
+        defer { drop() }
+        let store = try PostgresLibraryStore(uri: uri)
+        defer { store.close() }
+        let committed = Mutex<[CommittedChange]>([])
+        store.observeCommits { change in committed.withLock { $0.append(change) } }
+        let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "Authors")) }
+        let book = try store.writeAndWait {
+            try $0.createBook(BookDraft(libraryId: library.id, title: "Dune", author: "Herbert"))
+        }
+        var authorPatch = BookPatch()
+        authorPatch[.author] = .string("F. Herbert")
+        let patch = authorPatch
+        let patched = try store.writeAndWait { try $0.patchBook(id: book.id, if: .versions([1]), patch) }
+        #expect(patched.author == "F. Herbert" && patched.version == 2)
+        // The change reaches the observer from the writer's thread after the commit; wait for it.
+        let deadline = ContinuousClock.now + .seconds(5)
+        while committed.withLock({ $0.count }) < 3, ContinuousClock.now < deadline { usleep(10_000) }
+        let change = try #require(committed.withLock { $0.last })
+        guard case .book(let logged, let fields, let before?, false) = try #require(change.items.first) else {
+            Issue.record("not a book change with its values before: \(change.items)")
+            return
+        }
+        #expect(logged.author == "F. Herbert" && fields == [.author, .version, .updatedAt])
+        #expect(before[.author] == .string("Herbert"))
+        let herbert = BookFilter([.author: .string("Herbert")])
+        #expect(herbert.matches(before) && !herbert.matches(logged.keys), "the book left ?author=Herbert")
+        // The replay from the log has the same value before.
+        let replayed = try #require(
+            try store.readAndWait { try $0.changes(ofBook: book.id, after: 0, through: change.seq) }.last)
+        guard case .book(_, _, let loggedBefore?, _) = try #require(replayed.items.first) else {
+            Issue.record("the replayed change has no values before")
+            return
+        }
+        #expect(loggedBefore[.author] == .string("Herbert"))
+    }
+
     @Test func `a replica that missed changes already pruned from the log stops its feed as pruned`() throws {
         let (uri, drop) = try schema()
         defer { drop() }

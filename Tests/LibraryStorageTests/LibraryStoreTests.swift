@@ -170,6 +170,32 @@ import Testing
                 == .invalid([FieldError("libraryId", "no library has this id")]))
     }
 
+    /// What PostgreSQL's writer pipelines (`SQLSession.probe`): every one-field patch but a move is
+    /// one statement, a filtered text field's (the author's) returning its value before the change.
+    @Test func `on PostgreSQL every one-field patch but a move is one statement`() throws {
+        for field in BookField.writable {
+            var patch = BookPatch()
+            patch[field] =
+                switch field.descriptor.kind {
+                case .boolean: .bool(false)
+                case .integer: .int(1969)
+                case .identifier: .string("3f2a9c1e-8b4d-4e6f-9a1b-2c3d4e5f6a7b")
+                case .text, .timestamp: .string(field == .isbn ? "9780441013593" : "Dune")
+                }
+            let writer = LibraryWriter(session: .probe)
+            do {
+                _ = try writer.patchBook(id: "b", if: .none, patch)
+                Issue.record("\(field.name): the probe ran no statement")
+            } catch FastPathProbe.fastPath(let sql, _) {
+                #expect(field != .libraryId, "a move changes two libraries: not one statement")
+                let returnsBefore = field.descriptor.filterable && field.descriptor.kind != .boolean
+                #expect(sql.hasSuffix(", before.previous") == returnsBefore, "\(field.name): \(sql)")
+            } catch FastPathProbe.notFastPath {
+                #expect(field == .libraryId, "\(field.name) should be one statement")
+            }
+        }
+    }
+
     /// `patchBook` answers a one-field patch with a single `UPDATE … RETURNING` and everything else
     /// through `updateBook`; either way the outcome, the stored book and the logged change are those
     /// of `updateBook` with the patch applied.
