@@ -150,7 +150,9 @@ class Cluster:
         return result.stdout
 
     def backends_cpu_seconds(self):
-        """utime + stime of every process of the cluster (postmaster and backends)."""
+        """utime + stime of every process of the cluster (postmaster and backends), and of the
+        backends that exited (the postmaster's cutime + cstime: it waits for each), so the sum
+        never goes down when a connection closes."""
         total = 0
         try:
             with open(os.path.join(self.data, "postmaster.pid")) as f:
@@ -165,7 +167,9 @@ class Cluster:
                     fields = f.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(pid) == postmaster or int(fields[1]) == postmaster:
+            if int(pid) == postmaster:
+                total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+            elif int(fields[1]) == postmaster:
                 total += int(fields[11]) + int(fields[12])
         return total / os.sysconf("SC_CLK_TCK")
 
