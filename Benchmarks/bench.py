@@ -148,10 +148,11 @@ def measure(server_name, workload, database, work, args, books, libraries):
     return result
 
 
-def seeded(books, work, libraries):
-    path = os.path.join(work, "seed-%d-%d.sqlite" % (books, libraries))
+def seeded(books, work, libraries, server=OURS, name="seed"):
+    """The database of `books` books in `libraries` libraries, in the schema `server` makes."""
+    path = os.path.join(work, "%s-%d-%d.sqlite" % (name, books, libraries))
     if not os.path.exists(path):
-        subprocess.run([sys.executable, os.path.join(HERE, "seed.py"), OURS, path, str(books), str(libraries)],
+        subprocess.run([sys.executable, os.path.join(HERE, "seed.py"), server, path, str(books), str(libraries)],
                        check=True, timeout=1800)
     return path
 
@@ -206,14 +207,18 @@ def compare(args, work):
 
 def against_baseline(args, work):
     """Our build against another build of library-server (`--baseline BINARY`, say the previous
-    commit's), A B A B on the same seeded database: whether a change made the server slower."""
+    commit's), A B A B on the same seeded rows: whether a change made the server slower. Each
+    build gets a database of its own schema (seed.py lets the binary make it), since a build
+    refuses a database that has a migration it does not know."""
     SERVERS["baseline"] = lambda db: [args.baseline, "--port", "0", "--database", db]
-    database = seeded(args.books, work, args.libraries)
+    databases = {"library-server": seeded(args.books, work, args.libraries),
+                 "baseline": seeded(args.books, work, args.libraries, server=args.baseline, name="baseline")}
     runs = {(w, s): [] for w in args.workloads for s in ("library-server", "baseline")}
     for round_number in range(1, args.rounds + 1):
         for workload in args.workloads:
             for server_name in ("library-server", "baseline"):
-                result = measure(server_name, workload, database, work, args, args.books, args.libraries)
+                result = measure(server_name, workload, databases[server_name], work, args, args.books,
+                                 args.libraries)
                 runs[(workload, server_name)].append(result)
                 log("round %d  %-6s %-15s %9.0f req/s  p99 %6.2f ms  CPU %5.1f µs/req"
                     % (round_number, workload, server_name, result["rps"], result["p99_us"] / 1000,

@@ -98,13 +98,17 @@ enum ChangeLog {
                     + fieldColumns.map { column in column.library.map { SQLiteValue(library[$0]) } ?? .null }
             case .book(let book, let fields, let before, let deleted):
                 // Each previous value only when it differs, so that unchanged rows stay lean.
-                let after = book.keys
-                let previous = BookField.filterable.map { field -> SQLiteValue in
-                    guard let value = before?[field], !value.sameBytes(after[field]) else { return .null }
-                    return SQLiteValue(value)
+                var row: [SQLiteValue] = [rowID, "book", .text(book.id), .bool(deleted), .text(names(fields))]
+                row.reserveCapacity(metaColumns.count + fieldColumns.count)
+                for field in BookField.filterable {
+                    guard let value = before?[field], !value.sameBytes(book[field]) else {
+                        row.append(.null)
+                        continue
+                    }
+                    row.append(SQLiteValue(value))
                 }
-                return [rowID, "book", .text(book.id), .bool(deleted), .text(names(fields))] + previous
-                    + fieldColumns.map { column in column.book.map { SQLiteValue(book[$0]) } ?? .null }
+                for column in fieldColumns { row.append(column.book.map { SQLiteValue(book[$0]) } ?? .null) }
+                return row
             }
         }
     }
