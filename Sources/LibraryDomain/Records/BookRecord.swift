@@ -1,3 +1,5 @@
+import Glibc
+
 /// A book as stored: the plain, Sendable value used for JSON and SQL. Its fields are the rows of
 /// `BookField`; everything that does not need one field by name reads them through the table.
 package struct BookRecord: FieldRecord {
@@ -119,7 +121,13 @@ extension FieldValue {
     /// `==` would equate canonically equivalent strings (a composed and a decomposed "é").
     @inlinable package func sameBytes(_ other: FieldValue) -> Bool {
         switch (self, other) {
-        case (.string(let a), .string(let b)): a.utf8.elementsEqual(b.utf8)
+        case (.string(var a), .string(var b)):
+            // `memcmp` over the contiguous UTF-8 (`elementsEqual` on two `UTF8View`s steps through
+            // a generic iterator, about 80 instructions a byte: most of a PATCH's change-log row).
+            a.utf8.count == b.utf8.count
+                && a.withUTF8 { x in
+                    b.withUTF8 { y in x.isEmpty || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 }
+                }
         default: self == other
         }
     }
