@@ -64,7 +64,8 @@ let package = Package(
         .target(name: "LibraryModel", swiftSettings: swiftSettings),
         // The one parser of text/event-stream, for the client and the tests. No dependencies.
         .target(name: "ServerSentEvents", swiftSettings: swiftSettings),
-        // Records, validation, the change model, and the store interface the live engine reads through.
+        // Records, validation, the change model, the write rules, and the store seam (LibraryDatabase,
+        // RecordRows) the API and the live engine see storage through.
         .target(name: "LibraryDomain", dependencies: ["LibraryModel"], swiftSettings: swiftSettings),
         // Libraries and books in SQLite (the embedded default) or PostgreSQL (replicas): migrations,
         // reads, writes, the change log, and the change feed across replicas.
@@ -74,6 +75,9 @@ let package = Package(
             swiftSettings: swiftSettings,
             plugins: ["EmbedFiles"]
         ),
+        // Libraries and books in this process's memory: the store seam with nothing of SQL, for the API
+        // suite (LIBRARY_TEST_ENGINE=memory).
+        .target(name: "LibraryMemoryStore", dependencies: ["LibraryDomain"], swiftSettings: swiftSettings),
         // Live updates: @Observable models of watched resources, subscribers, snapshots and replay.
         // Knows the store only through `LiveStore`.
         .target(name: "LiveEngine", dependencies: ["LibraryDomain"], swiftSettings: swiftSettings),
@@ -81,7 +85,7 @@ let package = Package(
         .target(
             name: "LibraryAPI",
             dependencies: [
-                "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine", "Digest", "ServerSentEvents",
+                "HTTPServer", "LibraryDomain", "LiveEngine", "Digest", "ServerSentEvents",
                 .product(name: "Logging", package: "swift-log"),
             ],
             // The console's files are embedded by the EmbedFiles plugin, not compiled or copied as resources.
@@ -174,8 +178,8 @@ let package = Package(
         .testTarget(
             name: "LibraryAPITests",
             dependencies: [
-                "LibraryAPI", "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine", "PostgreSQL",
-                "TestSupport", "CAllocationCounter",
+                "LibraryAPI", "HTTPServer", "LibraryDomain", "LibraryStorage", "LibraryMemoryStore", "LiveEngine",
+                "PostgreSQL", "TestSupport", "CAllocationCounter",
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,7 +1,6 @@
 import Glibc
 import HTTPServer
 import LibraryDomain
-import LibraryStorage
 import Logging
 
 /// One request on its way to a response: everything a handler needs, and the single exit through
@@ -36,7 +35,7 @@ final class Exchange: Sendable {
     /// bounded pages that take microseconds, less than handing the work to another thread and the
     /// response back would cost, and each loop has its own reader. On PostgreSQL a read is a
     /// network round trip, so it runs on a database thread and the response comes back here.
-    func read(_ resource: String, _ work: @escaping @Sendable (LibraryReader) throws -> HTTPResponse) {
+    func read(_ resource: String, _ work: @escaping @Sendable (any LibraryReader) throws -> HTTPResponse) {
         api.store.read(lane: LoopThread.index, work) { result in
             self.writer.onLoop { self.complete(result, resource: resource) }
         }

@@ -1,6 +1,5 @@
 import HTTPServer
 import LibraryDomain
-import LibraryStorage
 import LiveEngine
 import Logging
 

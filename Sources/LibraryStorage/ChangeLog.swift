@@ -16,7 +16,7 @@ enum ChangeLog {
     /// one, read from the last row (in the write's own transaction, so a rolled-back write gives
     /// its number to the next).
     static func append(_ items: [ChangeItem], history: Int, to session: SQLSession) throws -> Int {
-        let seq = try LibraryReader(session: session).latestSeq() + 1
+        let seq = try SQLReader(session: session).latestSeq() + 1
         try append(items, as: seq, history: history, to: session)
         return seq
     }
@@ -173,7 +173,7 @@ enum ChangeLog {
     }
 }
 
-extension LibraryReader {
+extension SQLReader {
     /// The sequence number of the latest committed change (0 before any).
     package func latestSeq() throws -> Int {
         let last = try session.first("SELECT max(item) FROM change_log") { $0.optionalInt(0) } ?? nil
@@ -191,7 +191,7 @@ extension LibraryReader {
     package func allBooks(inLibrary id: String) throws -> [BookRecord] {
         try session.map(
             "SELECT \(Tables.books.columns) FROM books WHERE library_id = ? ORDER BY seq", [.text(id)],
-            LibraryReader.book)
+            SQLReader.book)
     }
 
     /// The logged changes after `seq` (up to `through`) that concern the book `id`, in order.

@@ -1,32 +1,8 @@
-import Glibc
 import LibraryDomain
 
-/// The answer a `POST` with an `Idempotency-Key` got, as kept in `idempotency_keys` (migration 0006,
-/// PostgreSQL's 0002): written in the transaction of the write it answers, so a retry with the same
-/// key, on any replica, finds it exactly when the write committed, and gets it again instead of
-/// writing twice.
-package struct RememberedAnswer: Sendable {
-    /// The SHA-256 of the request the key was first sent with (method, path and body).
-    package let fingerprint: String
-    package let status: Int
-    package let headers: [(name: String, value: String)]
-    package let body: [UInt8]
-
-    package init(fingerprint: String, status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
-        self.fingerprint = fingerprint
-        self.status = status
-        self.headers = headers
-        self.body = body
-    }
-}
-
-extension LibraryWriter {
-    /// How long an answer is kept at least: 24 hours, as the contract promises.
-    package static let idempotencyRetention = 24 * 3_600
-    /// Expired answers pruned by each keyed write: a few at a time keeps every write short, and
-    /// keyed writes come at least as often as answers expire.
-    static let idempotencyPruneBatch = 16
-
+/// The answers kept for `Idempotency-Key`s, in `idempotency_keys` (migration 0006, PostgreSQL's
+/// 0002): written in the transaction of the write they answer (`RememberedAnswer`).
+extension SQLReader {
     /// The answer kept for `key`, if any.
     package func rememberedAnswer(forKey key: String) throws -> RememberedAnswer? {
         try session.first(
@@ -40,10 +16,15 @@ extension LibraryWriter {
                 fingerprint: row.text(0), status: row.int(1), headers: headers, body: Array(row.text(3).utf8))
         }
     }
+}
+
+extension SQLRows {
+    /// Expired answers pruned by each keyed write: a few at a time keeps every write short, and
+    /// keyed writes come at least as often as answers expire.
+    static let idempotencyPruneBatch = 16
 
     /// Keeps `answer` for `key`, in this write's transaction, and prunes a few expired answers.
-    package func remember(_ answer: RememberedAnswer, forKey key: String) throws {
-        let now = Int(time(nil))
+    func remember(_ answer: RememberedAnswer, forKey key: String, now: Int) throws {
         let headers = answer.headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
         _ = try session.run(
             "INSERT INTO idempotency_keys (key, fingerprint, status, headers, body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -56,6 +37,6 @@ extension LibraryWriter {
             DELETE FROM idempotency_keys WHERE key IN (
                 SELECT key FROM idempotency_keys WHERE created_at < ? ORDER BY created_at LIMIT ?)
             """,
-            [.int(now - Self.idempotencyRetention), .int(Self.idempotencyPruneBatch)])
+            [.int(now - RememberedAnswer.retention), .int(Self.idempotencyPruneBatch)])
     }
 }

@@ -2,7 +2,7 @@ import LibraryDomain
 
 extension LibraryStore: LiveStore, LibraryDatabase {
     package func latestCommittedSeq() throws(StoreError) -> Int {
-        try readAndWait { try $0.latestSeq() }
+        try readSQLAndWait { try $0.latestSeq() }
     }
 
     package func load(_ target: LiveTarget, completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void) {

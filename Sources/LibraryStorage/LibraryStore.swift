@@ -59,23 +59,23 @@ package final class LibraryStore: Sendable {
 
     /// Runs `work` with a reader and passes its result to `completion`.
     package func read<T: Sendable>(
-        _ work: @escaping @Sendable (LibraryReader) throws -> T,
+        _ work: @escaping @Sendable (any LibraryReader) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         pool.read { connection in
-            completion(Result { try work(LibraryReader(connection: connection)) }.mapError(StoreError.init))
+            completion(Result { try work(SQLReader(connection: connection)) }.mapError(StoreError.init))
         }
     }
 
     /// Runs `work` in one read transaction on a background reader and passes its result to
     /// `completion`: everything `work` reads describes one moment of the database.
     package func readInTransaction<T: Sendable>(
-        _ work: @escaping @Sendable (LibraryReader) throws -> T,
+        _ work: @escaping @Sendable (SQLReader) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         pool.read { connection in
             completion(
-                Result { try connection.readTransaction { try work(LibraryReader(connection: connection)) } }
+                Result { try connection.readTransaction { try work(SQLReader(connection: connection)) } }
                     .mapError(StoreError.init))
         }
     }
@@ -84,7 +84,7 @@ package final class LibraryStore: Sendable {
     /// microseconds, less than handing the work to another thread and back would cost.
     package func read<T: Sendable>(
         lane: Int?,
-        _ work: @escaping @Sendable (LibraryReader) throws -> T,
+        _ work: @escaping @Sendable (any LibraryReader) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         completion(readNow(lane: lane, work))
@@ -93,17 +93,24 @@ package final class LibraryStore: Sendable {
     /// Runs `work` with a reader on the calling thread (waiting, rarely, while another thread uses
     /// that reader) and returns its result; distinct `lane`s get distinct readers
     /// (`DatabasePool.readNow`).
-    package func readNow<T>(lane: Int? = nil, _ work: (LibraryReader) throws -> T) -> Result<T, StoreError> {
-        Result { try pool.readNow(lane: lane) { connection in try work(LibraryReader(connection: connection)) } }
+    package func readNow<T>(lane: Int? = nil, _ work: (SQLReader) throws -> T) -> Result<T, StoreError> {
+        Result { try pool.readNow(lane: lane) { connection in try work(SQLReader(connection: connection)) } }
             .mapError(StoreError.init)
     }
 
     /// Runs `work` with a reader and waits for it (start-up and tests).
-    package func readAndWait<T: Sendable>(_ work: @escaping @Sendable (LibraryReader) throws -> T) throws(StoreError)
+    package func readAndWait<T: Sendable>(_ work: @escaping @Sendable (any LibraryReader) throws -> T)
+        throws(StoreError) -> T
+    {
+        try readSQLAndWait(work)
+    }
+
+    /// Runs `work` with a reader of this engine's SQL and waits for it (start-up and tests).
+    package func readSQLAndWait<T: Sendable>(_ work: @escaping @Sendable (SQLReader) throws -> T) throws(StoreError)
         -> T
     {
         do {
-            return try pool.writeAndWait { connection in try work(LibraryReader(connection: connection)) }
+            return try pool.writeAndWait { connection in try work(SQLReader(connection: connection)) }
         } catch {
             throw StoreError(error)
         }

@@ -109,7 +109,7 @@ final class PagedSnapshot: CollectionSnapshot {
     }
 
     private func page(_ session: SQLSession) throws -> CollectionPage {
-        let reader = LibraryReader(session: session)
+        let reader = SQLReader(session: session)
         var current = state.withLock { $0 }
         precondition(!current.finished, "a finished snapshot was read again")
         do {
@@ -144,7 +144,7 @@ final class PagedSnapshot: CollectionSnapshot {
         }
     }
 
-    private static func read(_ target: LiveTarget, _ reader: LibraryReader, after: Int, limit: Int) throws
+    private static func read(_ target: LiveTarget, _ reader: SQLReader, after: Int, limit: Int) throws
         -> (CollectionPage.Items, next: Int?)
     {
         switch target {
@@ -214,7 +214,7 @@ protocol SnapshotSource: AnyObject, Sendable {
 
     /// Runs `work` in one read transaction on a pooled reader.
     func readInTransaction<T: Sendable>(
-        _ work: @escaping @Sendable (LibraryReader) throws -> T,
+        _ work: @escaping @Sendable (SQLReader) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     )
 

@@ -2,6 +2,7 @@ import Foundation
 import HTTPServer
 import LibraryAPI
 import LibraryDomain
+import LibraryMemoryStore
 import LibraryStorage
 import LiveEngine
 import Logging
@@ -15,7 +16,9 @@ import TestSupport
 /// file runs on PostgreSQL instead, in a schema of its own that `stop` drops. With
 /// `LIBRARY_TEST_FEED=log` as well, the live engine hears every commit from the change log, as a
 /// replica hears the others' writes. With `LIBRARY_TEST_POOLED=1`, the store is opened as behind
-/// a pooler in transaction mode (a `listenURI`): unnamed statements, no session state.
+/// a pooler in transaction mode (a `listenURI`): unnamed statements, no session state. With
+/// `LIBRARY_TEST_ENGINE=memory`, they run on the in-memory store (`MemoryLibraryStore`), which
+/// has nothing of SQL: the suite then checks that the API needs nothing but the store seam.
 final class LiveServer {
     let store: any LibraryDatabase
     /// The PostgreSQL schema of this server, when it runs on PostgreSQL.
@@ -49,6 +52,9 @@ final class LiveServer {
                 uri: uri, listenURI: environment["LIBRARY_TEST_POOLED"] == "1" ? uri : nil, readers: 4,
                 history: history,
                 readsOwnCommits: environment["LIBRARY_TEST_FEED"] == "log")
+        } else if path == ":memory:", environment["LIBRARY_TEST_ENGINE"] == "memory" {
+            schema = nil
+            store = MemoryLibraryStore(history: history)
         } else {
             schema = nil
             store = try LibraryStore(

@@ -76,7 +76,7 @@ struct PostgresReplicaTests {
         #expect(herbert.matches(before) && !herbert.matches(logged.keys), "the book left ?author=Herbert")
         // The replay from the log has the same value before.
         let replayed = try #require(
-            try store.readAndWait { try $0.changes(ofBook: book.id, after: 0, through: change.seq) }.last)
+            try store.readSQLAndWait { try $0.changes(ofBook: book.id, after: 0, through: change.seq) }.last)
         guard case .book(_, _, let loggedBefore?, _) = try #require(replayed.items.first) else {
             Issue.record("the replayed change has no values before")
             return

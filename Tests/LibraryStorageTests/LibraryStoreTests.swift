@@ -39,7 +39,7 @@ import Testing
 
     @Test(arguments: filterCombinations)
     func bookFilters_EachUseAnIndexThatFitsThem(filter: BookFilter) throws {
-        let (sql, values) = LibraryReader.booksQuery(filter, after: 10, limit: 50)
+        let (sql, values) = SQLReader.booksQuery(filter, after: 10, limit: 50)
         let plan = try store.writeAndWait { writer in
             try writer.connection!.statement("EXPLAIN QUERY PLAN " + sql).map(values) { $0.text(3) }
         }
@@ -430,7 +430,7 @@ import Testing
             #expect(library.name == "A\(index)")
         }
         #expect(try store.latestCommittedSeq() == 64)
-        #expect(try store.readAndWait { try $0.oldestKeptSeq() } == 55)
+        #expect(try store.readSQLAndWait { try $0.oldestKeptSeq() } == 55)
         #expect(try Self.replay(store, .library(a), after: 53) == nil, "pruned history is reported, never partial")
         #expect(try Self.replay(store, .library(a), after: 54)?.map(\.seq) == Array(55...64))
         _ = b
@@ -440,7 +440,7 @@ import Testing
     @Test(arguments: ["entity_id = ? AND entity = 'book'", "library_id = ? OR previous_library_id = ?"])
     func replayQueries_SearchAnIndex(condition: String) throws {
         let store = try LibraryStore(path: ":memory:")
-        let sql = LibraryReader.changesQuery(where: condition)
+        let sql = SQLReader.changesQuery(where: condition)
         let values: [SQLiteValue] =
             condition.contains("OR") ? [.text("l"), .text("l"), .int(1), .int(2)] : [.text("b"), .int(1), .int(2)]
         let plan = try store.writeAndWait { writer in

@@ -1,6 +1,5 @@
 import HTTPServer
 import LibraryDomain
-import LibraryStorage
 
 extension LibraryAPI {
     /// `GET /books` (filtered by the table's filterable fields) or `GET /libraries/{id}/books`.

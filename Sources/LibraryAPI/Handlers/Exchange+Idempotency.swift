@@ -1,7 +1,6 @@
 import Digest
 import HTTPServer
 import LibraryDomain
-import LibraryStorage
 
 extension Exchange {
     /// The `Idempotency-Key` of a request: nil when it has none; 400 when it is not 1 to 255

@@ -1,5 +1,4 @@
 import LibraryDomain
-import LibraryStorage
 import Synchronization
 
 /// The database check behind `/healthz`, run at most once at a time: health checks that arrive

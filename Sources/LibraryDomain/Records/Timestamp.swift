@@ -14,6 +14,9 @@ package enum Timestamp {
             + "\(pad(Int(parts.tm_hour), 2)):\(pad(Int(parts.tm_min), 2)):\(pad(Int(parts.tm_sec), 2)).\(pad(milliseconds, 3))Z"
     }
 
+    /// The current time in whole seconds since 1970.
+    package static func secondsSince1970() -> Int { Int(time(nil)) }
+
     private static func pad(_ value: Int, _ width: Int) -> String {
         let digits = String(value)
         return String(repeating: "0", count: max(0, width - digits.count)) + digits

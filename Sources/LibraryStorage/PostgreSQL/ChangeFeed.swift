@@ -165,7 +165,7 @@ final class ChangeFeed: Sendable {
     /// query per 1,000 changes; two more only when it finds none (then it checks that the log
     /// still continues what was applied).
     private func catchUp(_ connection: PGConnection) throws {
-        let reader = LibraryReader(session: .postgres(connection))
+        let reader = SQLReader(session: .postgres(connection))
         let most = 1_000
         while true {
             let after = applied

@@ -258,14 +258,15 @@ final class PGWriter: Sendable {
                 let (write, prefetched) = ordered.removeFirst()
                 let items: [ChangeItem]
                 do {
-                    let writer = LibraryWriter(session: session, prefetched: prefetched.map { .some($0) })
+                    let writeRows = SQLRows(session: session, prefetched: prefetched.map { .some($0) })
+                    let writer = LibraryWriter(rows: writeRows)
                     do {
                         items = try write.run(writer)
                     } catch let error as StoreError where prefetched == nil {
                         done.append((write, .failure(error)))
                         continue
                     }
-                    if prefetched != nil, writer.prefetched != nil {
+                    if prefetched != nil, writeRows.prefetched != nil {
                         throw StoreError(.internal, detail: "a write did not take its pipelined statement's result")
                     }
                     var change: CommittedChange?

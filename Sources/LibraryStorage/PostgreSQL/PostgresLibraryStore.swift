@@ -67,7 +67,7 @@ package final class PostgresLibraryStore: LibraryDatabase, SnapshotSource {
             let scope = try connection.execute("SELECT current_database() || '.' || current_schema()").string(0, 0)
             let key = Self.fnv1a(scope ?? "")
             let channel = "library_changes_\(String(UInt64(bitPattern: Int64(key)), radix: 16))"
-            let latest = try LibraryReader(session: .postgres(connection)).latestSeq()
+            let latest = try SQLReader(session: .postgres(connection)).latestSeq()
             let feed = ChangeFeed(
                 address: direct, channel: channel, applied: latest, readsOwnCommits: readsOwnCommits, onGap: onGap)
             self.feed = feed
@@ -92,39 +92,54 @@ package final class PostgresLibraryStore: LibraryDatabase, SnapshotSource {
 
     package func read<T: Sendable>(
         lane: Int?,
-        _ work: @escaping @Sendable (LibraryReader) throws -> T,
+        _ work: @escaping @Sendable (any LibraryReader) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         read(work, completion: completion)
     }
 
     package func read<T: Sendable>(
-        _ work: @escaping @Sendable (LibraryReader) throws -> T,
+        _ work: @escaping @Sendable (any LibraryReader) throws -> T,
+        completion: @escaping @Sendable (Result<T, StoreError>) -> Void
+    ) {
+        readSQL(work, completion: completion)
+    }
+
+    /// Runs `work` with a reader of this engine's SQL on a database thread.
+    func readSQL<T: Sendable>(
+        _ work: @escaping @Sendable (SQLReader) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         readers.submit { connection in
             completion(
-                Result { try work(LibraryReader(session: .postgres(connection.get()))) }.mapError(StoreError.init))
+                Result { try work(SQLReader(session: .postgres(connection.get()))) }.mapError(StoreError.init))
         }
     }
 
     func readInTransaction<T: Sendable>(
-        _ work: @escaping @Sendable (LibraryReader) throws -> T,
+        _ work: @escaping @Sendable (SQLReader) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         readers.submit { connection in
             completion(
                 Result {
                     let connection = try connection.get()
-                    return try connection.readTransaction { try work(LibraryReader(session: .postgres(connection))) }
+                    return try connection.readTransaction { try work(SQLReader(session: .postgres(connection))) }
                 }.mapError(StoreError.init))
         }
     }
 
-    package func readAndWait<T: Sendable>(_ work: @escaping @Sendable (LibraryReader) throws -> T) throws(StoreError)
-        -> T
+    package func readAndWait<T: Sendable>(_ work: @escaping @Sendable (any LibraryReader) throws -> T)
+        throws(StoreError) -> T
     {
         try wait { self.read(work, completion: $0) }
+    }
+
+    /// Runs `work` with a reader of this engine's SQL and waits for it (tests).
+    package func readSQLAndWait<T: Sendable>(_ work: @escaping @Sendable (SQLReader) throws -> T) throws(StoreError)
+        -> T
+    {
+        try wait { self.readSQL(work, completion: $0) }
     }
 
     package func write<T: Sendable>(

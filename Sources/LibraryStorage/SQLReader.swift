@@ -2,7 +2,7 @@ import LibraryDomain
 import SQLite
 
 /// Queries over one connection, of either engine. Used only inside a store's `read` or `write`.
-package struct LibraryReader {
+package struct SQLReader: LibraryReader {
     let session: SQLSession
 
     init(session: SQLSession) {

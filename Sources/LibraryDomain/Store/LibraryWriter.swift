@@ -1,0 +1,181 @@
+/// The writes of libraries and books and their rules, run inside one transaction by a store's
+/// `write`, over the rows of whichever engine (`RecordRows`).
+///
+/// Each method checks existence (404), then the values (422), then `If-Match` (412), and writes
+/// nothing when the new values equal the stored ones, so `version` counts real changes only.
+/// Every resource it changes is noted as a `ChangeItem`, for the change log and the live models.
+package final class LibraryWriter {
+    /// The engine's rows in this write's transaction.
+    package let rows: any RecordRows
+    /// What this write changed, one item per resource, in the order first touched.
+    package private(set) var items: [ChangeItem] = []
+    private var itemIndex: [String: Int] = [:]
+
+    package init(rows: any RecordRows) {
+        self.rows = rows
+    }
+
+    /// Reads within the same transaction.
+    package var reader: any LibraryReader { rows }
+
+    package func createLibrary(_ draft: LibraryDraft) throws -> LibraryRecord {
+        try Self.check(draft.validate())
+        let library = try rows.insertLibrary(draft, id: Identifier.make(), now: Timestamp.now())
+        note(.library(library, fields: library.changedFields(from: nil), deleted: false))
+        return library
+    }
+
+    /// Replaces the writable fields with `change(current)`.
+    package func updateLibrary(
+        id: String,
+        if precondition: Precondition,
+        _ change: (LibraryDraft) -> LibraryDraft
+    ) throws -> LibraryRecord {
+        let current = try existing(rows.library(id: id))
+        let draft = change(current.draft)
+        try Self.check(draft.validate())
+        try check(precondition, version: current.version)
+        guard draft != current.draft else { return current }
+        let changed = LibraryField.writable.filter { draft[$0] != current.draft[$0] }
+        let library = try rows.updateLibrary(id: id, changing: changed, to: draft, now: Timestamp.now())
+        note(.library(library, fields: library.changedFields(from: current), deleted: false))
+        return library
+    }
+
+    /// Deletes a library and its books; returns the library as it was and its books' ids.
+    package func deleteLibrary(id: String, if precondition: Precondition) throws -> (LibraryRecord, bookIDs: [String]) {
+        let current = try existing(rows.library(id: id))
+        try check(precondition, version: current.version)
+        let books = try rows.deleteLibrary(id: id)
+        for book in books {
+            note(.book(book, fields: [], before: book.keys, deleted: true))
+        }
+        note(.library(current, fields: [], deleted: true))
+        return (current, books.map(\.id))
+    }
+
+    package func createBook(_ draft: BookDraft) throws -> BookRecord {
+        try Self.check(draft.validate())
+        try requireLibrary(draft.libraryId)
+        let now = Timestamp.now()
+        let book = try rows.insertBook(draft, id: Identifier.make(), now: now)
+        try adjustBookCount(of: draft.libraryId, by: 1, at: now)
+        note(.book(book, fields: book.changedFields(from: nil), before: nil, deleted: false))
+        return book
+    }
+
+    /// Replaces the writable fields with `change(current)`; a new `libraryId` moves the book.
+    package func updateBook(id: String, if precondition: Precondition, _ change: (BookDraft) -> BookDraft) throws
+        -> BookRecord
+    {
+        let current = try existing(rows.book(id: id))
+        let draft = change(current.draft)
+        try Self.check(draft.validate())
+        if draft.libraryId != current.libraryId { try requireLibrary(draft.libraryId) }
+        try check(precondition, version: current.version)
+        guard draft != current.draft else { return current }
+        let now = Timestamp.now()
+        if draft.libraryId != current.libraryId {
+            try adjustBookCount(of: current.libraryId, by: -1, at: now)
+            try adjustBookCount(of: draft.libraryId, by: 1, at: now)
+        }
+        let changed = BookField.writable.filter { draft[$0] != current.draft[$0] }
+        let book = try rows.updateBook(id: id, changing: changed, to: draft, now: now)
+        note(
+            .book(book, fields: book.changedFields(from: current), before: current.keys, deleted: false)
+        )
+        return book
+    }
+
+    /// Applies a merge patch. A valid patch of one field (the common PATCH) is first offered to
+    /// the engine as one step (`RecordRows.updateSingleField`: on SQL one `UPDATE … RETURNING`
+    /// with no read before it, which sets the field only where the row exists, passes the
+    /// precondition and holds another value, so a row back means exactly that field changed).
+    /// Anything else (nothing changed: missing, stale or unchanged; several fields; a move;
+    /// invalid values; an engine without the step) takes `updateBook`, which reads first and
+    /// answers 404, 422, 412 in order.
+    ///
+    /// A field lists filter by also needs its value before the change (a collection the book
+    /// leaves): the engine's when it read it in the same step, else a boolean's other value.
+    package func patchBook(id: String, if precondition: Precondition, _ patch: BookPatch) throws -> BookRecord {
+        if let (field, value) = patch.singleField, field.descriptor.errors(in: value).isEmpty,
+            case .updated(let book, let previousValue) = try rows.updateSingleField(
+                field, to: value, ofBook: id, if: precondition, now: Timestamp.now())
+        {
+            var before = book.keys
+            if let previousValue {
+                before[field] = previousValue
+            } else if field.descriptor.filterable, case .bool(let now) = value {
+                before[field] = .bool(!now)
+            }
+            note(.book(book, fields: [field, .version, .updatedAt], before: before, deleted: false))
+            return book
+        }
+        return try updateBook(id: id, if: precondition) { patch.applied(to: $0) }
+    }
+
+    /// Deletes a book; returns it as it was.
+    package func deleteBook(id: String, if precondition: Precondition) throws -> BookRecord {
+        let current = try existing(rows.book(id: id))
+        try check(precondition, version: current.version)
+        try rows.deleteBook(id: id)
+        try adjustBookCount(of: current.libraryId, by: -1, at: Timestamp.now())
+        note(.book(current, fields: [], before: current.keys, deleted: true))
+        return current
+    }
+
+    /// The answer kept for an `Idempotency-Key`, if any.
+    package func rememberedAnswer(forKey key: String) throws -> RememberedAnswer? {
+        try rows.rememberedAnswer(forKey: key)
+    }
+
+    /// Keeps `answer` for `key`, in this write's transaction.
+    package func remember(_ answer: RememberedAnswer, forKey key: String) throws {
+        try rows.remember(answer, forKey: key, now: Timestamp.secondsSince1970())
+    }
+
+    private func existing<T>(_ record: T?) throws -> T {
+        guard let record else { throw StoreError(.notFound) }
+        return record
+    }
+
+    /// Checked after the content is known to be acceptable (RFC 9110 §13.2.1), so a request that
+    /// is wrong in two ways gets the same answer whatever the stored version: 404, then 422, then 412.
+    private func check(_ precondition: Precondition, version: Int) throws {
+        guard precondition.allows(version) else { throw StoreError(.preconditionFailed) }
+    }
+
+    private func requireLibrary(_ id: String) throws {
+        guard try rows.library(id: id) != nil else {
+            throw StoreError(.invalid([FieldError("libraryId", "no library has this id")]))
+        }
+    }
+
+    /// A book joining or leaving changes the library's `bookCount`, which is a change of the library.
+    private func adjustBookCount(of libraryID: String, by delta: Int, at now: String) throws {
+        if let library = try rows.adjustBookCount(ofLibrary: libraryID, by: delta, now: now) {
+            note(.library(library, fields: [.bookCount, .version, .updatedAt], deleted: false))
+        }
+    }
+
+    private func note(_ item: ChangeItem) {
+        if let index = itemIndex[item.key] {
+            items[index] = items[index].merged(with: item)
+        } else {
+            itemIndex[item.key] = items.count
+            items.append(item)
+        }
+    }
+
+    private static func check(_ errors: [FieldError]) throws {
+        if !errors.isEmpty { throw StoreError(.invalid(errors)) }
+    }
+}
+
+extension BookPatch {
+    /// When the patch sets exactly one field: that field and its new value.
+    fileprivate var singleField: (BookField, FieldValue)? {
+        guard values.count == 1, let (field, value) = values.first else { return nil }
+        return (field, value)
+    }
+}

@@ -1,0 +1,244 @@
+import LibraryDomain
+
+/// The memory store's data: the two tables in insertion order, the change log and the kept
+/// `Idempotency-Key` answers. Used only while the store's lock is held.
+final class MemoryData {
+    var libraries: [String: LibraryRecord] = [:]
+    var books: [String: BookRecord] = [:]
+    /// Each table's rows by insertion order (`seq`, ascending): what lists page through.
+    var libraryOrder: [Entry] = []
+    var bookOrder: [Entry] = []
+    /// The last `seq` given to a row, of either table (each table's order is all that matters).
+    var lastRowSeq = 0
+    /// The kept changes, oldest first, and the id of the latest.
+    private(set) var log: [CommittedChange] = []
+    private(set) var latestSeq = 0
+    var answers: [String: (answer: RememberedAnswer, created: Int)] = [:]
+
+    struct Entry {
+        let seq: Int
+        let id: String
+    }
+
+    /// Records `items` as the next change and returns it. Pruned as SQL stores prune: when a change
+    /// id reaches a multiple of 64, to the latest `history` changes.
+    func log(_ items: [ChangeItem], history: Int) -> CommittedChange {
+        latestSeq += 1
+        let change = CommittedChange(seq: latestSeq, items: items)
+        log.append(change)
+        if latestSeq % 64 == 0 {
+            let firstKept = latestSeq - history + 1
+            log.removeFirst(log.prefix { $0.seq < firstKept }.count)
+        }
+        return change
+    }
+
+    /// The logged changes after `seq` (through `last`, or every one) that concern `target`, each
+    /// with just the items that do, as the SQL stores' replay reads them; nil when the log no
+    /// longer holds every change after `seq`.
+    func changes(of target: LiveTarget, after seq: Int, through last: Int?) -> [CommittedChange]? {
+        guard (log.first?.seq ?? latestSeq + 1) <= seq + 1 else { return nil }
+        let last = last ?? latestSeq
+        var result: [CommittedChange] = []
+        for change in log where change.seq > seq && change.seq <= last {
+            let items = change.items.filter { Self.concerns($0, target) }
+            if !items.isEmpty { result.append(CommittedChange(seq: change.seq, items: items)) }
+        }
+        return result
+    }
+
+    /// Whether a replay of `target` reads `item`: a book's own changes; a library's, its own and
+    /// those of books in it or that left it; a book collection's, every book change (of its
+    /// library and those that left it, when it names one); the libraries', every library change.
+    private static func concerns(_ item: ChangeItem, _ target: LiveTarget) -> Bool {
+        switch (item, target) {
+        case (.book(let book, _, _, _), .book(let id)): book.id == id
+        case (.library(let library, _, _), .library(let id)): library.id == id
+        case (.book(let book, _, let before, _), .library(let id)): book.libraryId == id || before?.library == id
+        case (.book(let book, _, let before, _), .books(let filter)):
+            filter.library.map { book.libraryId == $0 || before?.library == $0 } ?? true
+        case (.library, .libraries): true
+        case (.library, .book), (.library, .books), (.book, .libraries): false
+        }
+    }
+
+    /// Where `seq` goes in an insertion order: the first entry after it.
+    static func position(after seq: Int, in order: [Entry]) -> Int {
+        var (low, high) = (0, order.count)
+        while low < high {
+            let middle = (low + high) / 2
+            if order[middle].seq <= seq { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+}
+
+/// The rows of the memory store, for one read or one write: each change of a write is noted
+/// with its inverse, so a write that fails is undone (`undo`).
+final class MemoryRows: RecordRows {
+    private let data: MemoryData
+    private var undoLog: [() -> Void] = []
+
+    init(_ data: MemoryData) {
+        self.data = data
+    }
+
+    /// Takes back every change this write made, newest first.
+    func undo() {
+        while let step = undoLog.popLast() { step() }
+    }
+
+    // MARK: Reads
+
+    func ping() throws {}
+
+    func library(id: String) throws -> LibraryRecord? { data.libraries[id] }
+
+    func libraries(after seq: Int, limit: Int) throws -> Page<LibraryRecord> {
+        page(data.libraryOrder, after: seq, limit: limit) { data.libraries[$0] }
+    }
+
+    func book(id: String) throws -> BookRecord? { data.books[id] }
+
+    func books(_ filter: BookFilter, after seq: Int, limit: Int) throws -> Page<BookRecord> {
+        page(data.bookOrder, after: seq, limit: limit) { id in
+            data.books[id].flatMap { filter.matches($0.keys) ? $0 : nil }
+        }
+    }
+
+    func rememberedAnswer(forKey key: String) throws -> RememberedAnswer? { data.answers[key]?.answer }
+
+    /// Up to `limit` rows after `seq` that `row` gives, and where the next page starts.
+    private func page<Record: FieldRecord>(
+        _ order: [MemoryData.Entry], after seq: Int, limit: Int, _ row: (String) -> Record?
+    ) -> Page<Record> {
+        var items: [Record] = []
+        for entry in order[MemoryData.position(after: seq, in: order)...] {
+            guard let record = row(entry.id) else { continue }
+            if items.count == limit { return Page(items: items, next: items.last!.seq) }
+            items.append(record)
+        }
+        return Page(items: items, next: nil)
+    }
+
+    // MARK: Writes
+
+    func insertLibrary(_ draft: LibraryDraft, id: String, now: String) throws -> LibraryRecord {
+        let library: LibraryRecord = newRecord(draft, id: id, now: now)
+        setLibrary(library, id: id)
+        data.libraryOrder.append(MemoryData.Entry(seq: library.seq, id: id))
+        undoLog.append { [data] in data.libraryOrder.removeLast() }
+        return library
+    }
+
+    func insertBook(_ draft: BookDraft, id: String, now: String) throws -> BookRecord {
+        let book: BookRecord = newRecord(draft, id: id, now: now)
+        setBook(book, id: id)
+        data.bookOrder.append(MemoryData.Entry(seq: book.seq, id: id))
+        undoLog.append { [data] in data.bookOrder.removeLast() }
+        return book
+    }
+
+    func updateLibrary(id: String, changing changed: [LibraryField], to draft: LibraryDraft, now: String) throws
+        -> LibraryRecord
+    {
+        let library = updated(data.libraries[id]!, changing: changed, to: draft, now: now)
+        setLibrary(library, id: id)
+        return library
+    }
+
+    func updateBook(id: String, changing changed: [BookField], to draft: BookDraft, now: String) throws -> BookRecord {
+        let book = updated(data.books[id]!, changing: changed, to: draft, now: now)
+        setBook(book, id: id)
+        return book
+    }
+
+    func deleteLibrary(id: String) throws -> [BookRecord] {
+        let books = data.bookOrder.compactMap { data.books[$0.id] }.filter { $0.libraryId == id }
+        for book in books { try deleteBook(id: book.id) }
+        setLibrary(nil, id: id)
+        removeEntry(id, from: \.libraryOrder)
+        return books
+    }
+
+    func deleteBook(id: String) throws {
+        setBook(nil, id: id)
+        removeEntry(id, from: \.bookOrder)
+    }
+
+    func adjustBookCount(ofLibrary id: String, by delta: Int, now: String) throws -> LibraryRecord? {
+        guard var library = data.libraries[id] else { return nil }
+        library.bookCount += delta
+        library.version += 1
+        library.updatedAt = now
+        setLibrary(library, id: id)
+        return library
+    }
+
+    /// No single step here: every patch takes the general path.
+    func updateSingleField(
+        _ field: BookField, to value: FieldValue, ofBook id: String, if precondition: Precondition, now: String
+    ) throws -> SingleFieldUpdate {
+        .unsupported
+    }
+
+    func remember(_ answer: RememberedAnswer, forKey key: String, now: Int) throws {
+        let expired = data.answers.filter { $0.value.created < now - RememberedAnswer.retention }
+        let previous = data.answers[key]
+        data.answers[key] = (answer, now)
+        for key in expired.keys { data.answers[key] = nil }
+        undoLog.append { [data] in
+            data.answers[key] = previous
+            data.answers.merge(expired) { current, _ in current }
+        }
+    }
+
+    // MARK: Rows and their inverses
+
+    private func setLibrary(_ library: LibraryRecord?, id: String) {
+        let previous = data.libraries[id]
+        data.libraries[id] = library
+        undoLog.append { [data] in data.libraries[id] = previous }
+    }
+
+    private func setBook(_ book: BookRecord?, id: String) {
+        let previous = data.books[id]
+        data.books[id] = book
+        undoLog.append { [data] in data.books[id] = previous }
+    }
+
+    private func removeEntry(_ id: String, from order: ReferenceWritableKeyPath<MemoryData, [MemoryData.Entry]>) {
+        guard let index = data[keyPath: order].firstIndex(where: { $0.id == id }) else { return }
+        let entry = data[keyPath: order].remove(at: index)
+        undoLog.append { [data] in data[keyPath: order].insert(entry, at: index) }
+    }
+
+    /// A new row made of `draft`: version 1, created and updated `now`, counts at zero, as the
+    /// SQL schema's defaults make it.
+    private func newRecord<Record: FieldRecord>(_ draft: Record.Draft, id: String, now: String) -> Record {
+        data.lastRowSeq += 1
+        return Record(seq: data.lastRowSeq) { field in
+            if Record.Field.writable.contains(field) { return draft[field] }
+            switch field.descriptor.column {
+            case "id": return .string(id)
+            case "version": return .int(1)
+            case "created_at", "updated_at": return .string(now)
+            default: return .int(0)  // a count (a library's books), which starts at none
+            }
+        }
+    }
+
+    /// `record` with the `changed` fields set to `draft`'s values, a version more, updated `now`.
+    private func updated<Record: FieldRecord>(
+        _ record: Record, changing changed: [Record.Field], to draft: Record.Draft, now: String
+    ) -> Record {
+        Record(seq: record.seq) { field in
+            if changed.contains(field) { return draft[field] }
+            switch field.descriptor.column {
+            case "version": return .int(record[field].requiredInt + 1)
+            case "updated_at": return .string(now)
+            default: return record[field]
+            }
+        }
+    }
+}
