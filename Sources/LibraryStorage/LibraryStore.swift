@@ -28,12 +28,13 @@ package final class LibraryStore: Sendable {
     }
 
     /// Who is told of commits, set after the store opens.
-    private final class Observers: Sendable {
-        let commit = Mutex<Observer<CommittedChange>?>(nil)
-        let transaction = Mutex<Observer<(duration: Duration, writes: Int)>?>(nil)
+    private final class CommitObserver: Sendable {
+        let observer = Mutex<Observer<CommittedChange>?>(nil)
     }
 
-    private let observers: Observers
+    private let commitObserver = CommitObserver()
+    /// Groups the writes into transactions on the writer's queue.
+    private let committer: GroupCommitter
 
     /// Opens the database at `path` (`:memory:` keeps nothing) and brings its schema up to date.
     /// A write that finds the database locked waits up to `busyTimeoutMilliseconds`, then fails
@@ -43,18 +44,22 @@ package final class LibraryStore: Sendable {
         self.history = history
         let migrator = try LibraryMigrations.migrator()
         var applied: [Migration] = []
-        let observers = Observers()
-        self.observers = observers
-        pool = try DatabasePool(
+        let pool = try DatabasePool(
             path: path,
             laneCount: lanes,
             busyTimeoutMilliseconds: busyTimeoutMilliseconds,
-            prepare: { connection in applied = try migrator.migrate(connection) },
-            onTransaction: { duration, writes in
-                observers.transaction.withLock { $0 }?.notify((duration, writes))
-            }
+            prepare: { connection in applied = try migrator.migrate(connection) }
         )
+        self.pool = pool
         appliedMigrations = applied
+        let commitObserver = commitObserver
+        committer = GroupCommitter(
+            maximumBatch: 32,
+            turn: { body in pool.write { body(SQLiteTransactions(connection: $0, history: history)) } },
+            committed: { changes in
+                guard let observer = commitObserver.observer.withLock({ $0 }) else { return }
+                for change in changes { observer.notify(change) }
+            })
     }
 
     /// Runs `work` with a reader and passes its result to `completion`.
@@ -118,23 +123,23 @@ package final class LibraryStore: Sendable {
 
     /// Sets what is told of every committed change, in commit order, on the writer's thread.
     package func observeCommits(_ observer: @escaping @Sendable (CommittedChange) -> Void) {
-        observers.commit.withLock { $0 = Observer(notify: observer) }
+        commitObserver.observer.withLock { $0 = Observer(notify: observer) }
     }
 
     /// Sets what is told how long each write transaction took and how many writes it committed
     /// (for metrics), on the writer's thread.
     package func observeTransactions(_ observer: @escaping @Sendable (_ duration: Duration, _ writes: Int) -> Void) {
-        observers.transaction.withLock { $0 = Observer(notify: observer) }
+        committer.observeTransactions(observer)
     }
 
     /// Runs `work` as one write and passes its result to `completion` once it has committed (or
     /// failed, when `work` throws). The write may share its transaction with others queued at the
-    /// same time (`DatabasePool.write`); one that fails leaves the others' changes alone.
+    /// same time (`GroupCommitter`); one that fails leaves the others' changes alone.
     package func write<T: Sendable>(
         _ work: @escaping @Sendable (LibraryWriter) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
-        pool.write(StoreWrite(store: self, work: work, completion: completion))
+        committer.submit(StoreWrite(work: work, completion: completion))
     }
 
     /// Runs `work` as one write and waits for its commit (setup and tests). Not on the writer's queue.
@@ -151,49 +156,6 @@ package final class LibraryStore: Sendable {
         return try outcome.withLock { $0! }.get()
     }
 
-    /// One write as the pool runs it: the work, then its entry in the change log; once committed,
-    /// the commit observer hears of it (in commit order), then the caller.
-    ///
-    /// `@unchecked Sendable`: its state is used on the writer's queue only.
-    private final class StoreWrite<T: Sendable>: BatchedWrite, @unchecked Sendable {
-        let store: LibraryStore
-        let work: @Sendable (LibraryWriter) throws -> T
-        let completion: @Sendable (Result<T, StoreError>) -> Void
-        var result: T?
-        var change: CommittedChange?
-
-        init(
-            store: LibraryStore,
-            work: @escaping @Sendable (LibraryWriter) throws -> T,
-            completion: @escaping @Sendable (Result<T, StoreError>) -> Void
-        ) {
-            self.store = store
-            self.work = work
-            self.completion = completion
-        }
-
-        func run(on connection: Connection) throws {
-            (result, change) = (nil, nil)
-            let writer = LibraryWriter(session: .sqlite(connection))
-            result = try work(writer)
-            if !writer.items.isEmpty {
-                let seq = try ChangeLog.append(writer.items, history: store.history, to: .sqlite(connection))
-                change = CommittedChange(seq: seq, items: writer.items)
-            }
-        }
-
-        func finish(_ error: (any Error)?) {
-            guard error == nil, let result else {
-                completion(.failure(StoreError(error ?? SQLiteError(code: 1, message: "the write produced nothing"))))
-                return
-            }
-            if let change, let observer = store.observers.commit.withLock({ $0 }) {
-                observer.notify(change)
-            }
-            completion(.success(result))
-        }
-    }
-
     /// Checks that a write could start now by taking the write lock and letting it go; fails when
     /// the database is locked past the busy timeout or cannot be written.
     package func checkWritable(completion: @escaping @Sendable (Result<Void, StoreError>) -> Void) {
@@ -206,6 +168,45 @@ package final class LibraryStore: Sendable {
     /// failed, if it did (the WAL is then replayed at the next open, so nothing is lost).
     @discardableResult
     package func close() -> StoreError? {
-        pool.close().map(StoreError.init)
+        committer.close { _ = try? pool.writeAndWait { _ in } }
+        return pool.close().map(StoreError.init)
+    }
+}
+
+/// SQLite's part of group commit: one `BEGIN … COMMIT` on the writer connection, each write's
+/// change logged as it runs (`ChangeLog.append`). A write that throws left the transaction as it
+/// was when the connection counted no change since it started; otherwise it is rolled back.
+private struct SQLiteTransactions: WriteTransactions {
+    let connection: Connection
+    let history: Int
+
+    func begin(_ writes: [any QueuedWrite], rerun: Bool) throws -> [(any QueuedWrite, prefetched: SQLRow?)] {
+        try connection.begin()
+        return writes.map { ($0, nil) }
+    }
+
+    func run(_ write: any QueuedWrite, prefetched: SQLRow?) -> WriteRun {
+        let changesBefore = connection.totalChanges
+        do {
+            let items = try write.run(LibraryWriter(session: .sqlite(connection)))
+            guard !items.isEmpty else { return .ran(nil) }
+            let seq = try ChangeLog.append(items, history: history, to: .sqlite(connection))
+            return .ran(CommittedChange(seq: seq, items: items))
+        } catch {
+            guard connection.totalChanges == changesBefore, connection.isInTransaction else {
+                connection.rollback()
+                return .aborted(error, fatal: false)
+            }
+            return .refused(error)
+        }
+    }
+
+    func commit(_ changes: [CommittedChange]) throws {
+        do {
+            try connection.commit()
+        } catch {
+            connection.rollback()
+            throw error
+        }
     }
 }

@@ -1,20 +1,6 @@
 import Dispatch
 import Synchronization
 
-/// A write that may share its transaction with other writes (group commit).
-///
-/// Both methods are called on the writer's queue.
-package protocol BatchedWrite: AnyObject, Sendable {
-    /// Makes this write's changes inside the open transaction. It may be run again, in a new
-    /// transaction, when a write after it fails midway (see `DatabasePool.commit`), so it must
-    /// keep no state from an earlier run.
-    func run(on connection: Connection) throws
-    /// Called once: with nil after the transaction holding this write has committed (writes are
-    /// finished in the order they were submitted), or with why it will not be (its own error from
-    /// `run`, or the error that undid the whole transaction).
-    func finish(_ error: (any Error)?)
-}
-
 /// One writer connection and a few reader connections, each confined to its own serial queue.
 ///
 /// SQLite in WAL mode lets readers run while the single writer commits. Work is submitted as a
@@ -23,11 +9,9 @@ package protocol BatchedWrite: AnyObject, Sendable {
 /// reads may run on the caller's thread (`readNow(lane:)`, one reader per event loop): an indexed
 /// lookup takes microseconds, less than handing it to another thread and back would.
 ///
-/// Writes submitted with `write(_: BatchedWrite)` are committed in groups: the writer takes every
-/// write waiting when it becomes free and commits them in one transaction. Nothing waits to fill a
-/// group, so a lone write commits at once; under load one commit (and its WAL append) serves many
-/// writes. Each write is still finished only after the commit that made it durable. Checkpoints
-/// run mostly off the writer (`Checkpointer`).
+/// Writes run one turn at a time on the writer's queue (`write`); the store groups them into
+/// transactions there (`LibraryStorage`'s `GroupCommitter`). Checkpoints run mostly off the
+/// writer (`Checkpointer`).
 package final class DatabasePool: Sendable {
     private let writer: Confined
     /// One reader per event loop (`readNow(lane:)`), so loops never wait for each other.
@@ -36,10 +20,6 @@ package final class DatabasePool: Sendable {
     /// snapshot or a replay, which no loop must wait behind.
     private let background: [Confined]
     private let next = Counter()
-    private let pending = Mutex<(writes: [any BatchedWrite], scheduled: Bool)>(([], false))
-    /// The most writes one transaction takes, which bounds how long the first of them waits.
-    private let maximumBatch = 32
-    private let transactionObserver: @Sendable (_ duration: Duration, _ writes: Int) -> Void
     /// Nil for `:memory:`, which has no WAL.
     private let checkpointer: Checkpointer?
     private let path: String
@@ -55,10 +35,8 @@ package final class DatabasePool: Sendable {
         backgroundReaderCount: Int = 2,
         busyTimeoutMilliseconds: Int32 = 5_000,
         checkpointPages: Int = 4_000,
-        prepare: (Connection) throws -> Void = { _ in },
-        onTransaction: @escaping @Sendable (_ duration: Duration, _ writes: Int) -> Void = { _, _ in }
+        prepare: (Connection) throws -> Void = { _ in }
     ) throws {
-        transactionObserver = onTransaction
         self.path = path
         self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
         let writerConnection = try Connection(
@@ -116,77 +94,6 @@ package final class DatabasePool: Sendable {
         writer.async { connection in
             work(connection)
             self.checkpointer?.afterCommit(on: connection)
-        }
-    }
-
-    /// Queues `write` for the next group commit.
-    package func write(_ write: any BatchedWrite) {
-        let schedule = pending.withLock { state in
-            state.writes.append(write)
-            defer { state.scheduled = true }
-            return !state.scheduled
-        }
-        if schedule { writer.async { self.commitPending(on: $0) } }
-    }
-
-    /// Commits the writes waiting now (up to `maximumBatch`; the rest get their own turn after,
-    /// with any that arrive meanwhile; once none are left, the next write schedules a turn).
-    private func commitPending(on connection: Connection) {
-        let (batch, more) = pending.withLock { state in
-            let batch = state.writes.prefix(maximumBatch)
-            state.writes.removeFirst(batch.count)
-            state.scheduled = !state.writes.isEmpty
-            return (batch, state.scheduled)
-        }
-        commit(batch, on: connection)
-        if more { writer.async { self.commitPending(on: $0) } }
-    }
-
-    /// Commits `writes` in one transaction, each finished in order once it has committed.
-    ///
-    /// No savepoints: they would copy every page a write touches into a statement journal. A write
-    /// that fails before changing anything (not found, invalid, stale `If-Match`: the usual
-    /// failures) leaves the transaction as it was, so the others go on. One that fails after
-    /// changing rows (rare: a full disk, a constraint) rolls the whole transaction back, and the
-    /// writes before it run again in a new one; no write has been finished before its commit, so
-    /// nobody has seen the undone attempt.
-    private func commit(_ writes: ArraySlice<any BatchedWrite>, on connection: Connection) {
-        var remaining = writes
-        while !remaining.isEmpty {
-            let started = ContinuousClock.now
-            do {
-                try connection.begin()
-            } catch {
-                remaining.forEach { $0.finish(error) }
-                return
-            }
-            var done: ArraySlice<any BatchedWrite> = []
-            var retry = false
-            while let write = remaining.popFirst() {
-                let changesBefore = connection.totalChanges
-                do {
-                    try write.run(on: connection)
-                    done.append(write)
-                } catch {
-                    write.finish(error)
-                    if connection.totalChanges != changesBefore || !connection.isInTransaction {
-                        connection.rollback()
-                        remaining = done + remaining
-                        retry = true
-                        break
-                    }
-                }
-            }
-            if retry { continue }
-            do {
-                try connection.commit()
-                transactionObserver(ContinuousClock.now - started, done.count)
-                done.forEach { $0.finish(nil) }
-                checkpointer?.afterCommit(on: connection)
-            } catch {
-                connection.rollback()
-                done.forEach { $0.finish(error) }
-            }
         }
     }
 

@@ -4,15 +4,6 @@ import PostgreSQL
 import SQLite
 import Synchronization
 
-/// One write as `PGWriter` runs it: the work, then its change-log entry, finished once committed.
-protocol PGWrite: AnyObject, Sendable {
-    /// Runs the write in the open transaction; returns the items it changed (empty: none).
-    func run(_ writer: LibraryWriter) throws -> [ChangeItem]
-    /// Called once: with nil after the commit (`change` set when something changed), or with
-    /// why it failed.
-    func finish(_ change: CommittedChange?, _ error: (any Error)?)
-}
-
 /// The replica's writes to PostgreSQL, on one connection of their own, in batches: each batch is
 /// one transaction that holds the schema's advisory lock from its first statement to its commit.
 ///
@@ -23,33 +14,19 @@ protocol PGWrite: AnyObject, Sendable {
 /// The lock also caps writes across all replicas at what one connection commits in turn: the
 /// single-primary limit the README describes.
 final class PGWriter: Sendable {
-    private struct Pending {
-        var writes: [any PGWrite] = []
-        var scheduled = false
-        var closed = false
-    }
-
     static let maximumBatch = 64
 
     private let address: PGAddress
     private let lockKey: Int
-    private let channel: String
-    private let history: Int
+    fileprivate let channel: String
+    fileprivate let history: Int
     private let queue = DispatchQueue(label: "postgres.writer")
-    private let pending = Mutex(Pending())
     /// Used on `queue` only.
     private nonisolated(unsafe) var connection: PGConnection?
-    /// Told of each batch's committed changes, in id order, before the writes are finished.
-    private let committed: @Sendable ([CommittedChange]) -> Void
-    /// In a struct: a bare closure read out of a `Mutex` (`withLock { $0 }`) is written back
-    /// wrapped in one more pair of reabstraction thunks per read, so each batch would be slower
-    /// than the last (swiftlang/swift#91348; `LibraryStore` keeps its observers the same way).
-    private struct TransactionObserver: Sendable {
-        let notify: @Sendable (Duration, Int) -> Void
-    }
+    private let committer: GroupCommitter
 
-    private let transactionObserver = Mutex<TransactionObserver?>(nil)
-
+    /// `committed` is told of each batch's committed changes, in id order, before the writes are
+    /// answered.
     init(
         address: PGAddress, lockKey: Int, channel: String, history: Int,
         committed: @escaping @Sendable ([CommittedChange]) -> Void
@@ -58,35 +35,41 @@ final class PGWriter: Sendable {
         self.lockKey = lockKey
         self.channel = channel
         self.history = history
-        self.committed = committed
+        let (queue, link) = (queue, Link())
+        committer = GroupCommitter(
+            maximumBatch: Self.maximumBatch,
+            turn: { body in
+                queue.async {
+                    guard let writer = link.writer else { return }
+                    body(PGTransactions(writer: writer))
+                }
+            },
+            committed: committed)
+        link.writer = self
+    }
+
+    /// How each turn's transactions reach the writer's connection: weakly, since the writer holds
+    /// the committer that holds the turn. Set in `init`, before any turn.
+    private final class Link: @unchecked Sendable {
+        weak var writer: PGWriter?
     }
 
     func observeTransactions(_ observer: @escaping @Sendable (Duration, Int) -> Void) {
-        transactionObserver.withLock { $0 = TransactionObserver(notify: observer) }
+        committer.observeTransactions(observer)
     }
 
-    func write(_ write: any PGWrite) {
-        let schedule = pending.withLock { state -> Bool? in
-            guard !state.closed else { return nil }
-            state.writes.append(write)
-            defer { state.scheduled = true }
-            return !state.scheduled
-        }
-        guard let schedule else {
-            return write.finish(nil, PGError.closing)
-        }
-        if schedule { queue.async { self.commitPending() } }
+    func write(_ write: any QueuedWrite) {
+        committer.submit(write)
     }
 
     /// Refuses new writes, waits for those queued (each batch schedules the next), then closes
     /// the connection.
     func close() {
-        pending.withLock { $0.closed = true }
-        while pending.withLock({ $0.scheduled }) { queue.sync {} }
+        committer.close { queue.sync {} }
         queue.sync { connection = nil }
     }
 
-    private func open() throws(PGError) -> PGConnection {
+    fileprivate func open() throws(PGError) -> PGConnection {
         if let connection, connection.isOpen { return connection }
         connection = nil
         let opened = try address.connect()
@@ -99,20 +82,9 @@ final class PGWriter: Sendable {
         return opened
     }
 
-    private func commitPending() {
-        let (batch, more) = pending.withLock { state in
-            let batch = state.writes.prefix(Self.maximumBatch)
-            state.writes.removeFirst(batch.count)
-            state.scheduled = !state.writes.isEmpty
-            return (Array(batch), state.scheduled)
-        }
-        commit(batch)
-        if more { queue.async { self.commitPending() } }
-    }
-
     /// The whole batch's log rows in one statement, one round trip: each column a parameter holding
     /// an array, which `unnest` turns back into rows.
-    private static let insertLog = """
+    fileprivate static let insertLog = """
         INSERT INTO change_log (\(ChangeLog.columns))
         SELECT * FROM unnest(\(ChangeLog.kinds.map { "?::" + $0.postgresArray }.joined(separator: ", ")))
         """
@@ -143,7 +115,7 @@ final class PGWriter: Sendable {
 
     /// The fast-path statement of each write that has one (`LibraryWriter.patchBook`: one statement
     /// that is the whole write, or changes nothing), by the write's index.
-    private static func fastPaths(_ writes: some Collection<any PGWrite>) -> [(
+    fileprivate static func fastPaths(_ writes: some Collection<any QueuedWrite>) -> [(
         index: Int, sql: String, values: [PGValue]
     )] {
         var statements: [(index: Int, sql: String, values: [PGValue])] = []
@@ -188,10 +160,10 @@ final class PGWriter: Sendable {
     /// held the lock before, which a snapshot taken earlier would not (so the lock and the read are
     /// two statements). Behind a pooler in transaction mode the settings are local to the
     /// transaction, so no session state is left on a connection the pooler hands to someone else.
-    private func begin(
-        _ writes: [any PGWrite], fastPaths fast: [(index: Int, sql: String, values: [PGValue])],
+    fileprivate func begin(
+        _ writes: [any QueuedWrite], fastPaths fast: [(index: Int, sql: String, values: [PGValue])],
         on connection: PGConnection
-    ) throws(PGError) -> (latest: Int, ordered: [(any PGWrite, prefetched: SQLRow?)]) {
+    ) throws(PGError) -> (latest: Int, ordered: [(any QueuedWrite, prefetched: SQLRow?)]) {
         var head: [(sql: String, values: [PGValue])] = [("BEGIN ISOLATION LEVEL READ COMMITTED", [])]
         if address.statements == .unnamed {
             head.append((Self.transactionSettings, []))
@@ -207,128 +179,121 @@ final class PGWriter: Sendable {
         return (latest, found + writes.indices.filter { rows[$0] == nil }.map { (writes[$0], nil) })
     }
 
-    /// Commits `writes` in one transaction, each finished once it has committed.
-    ///
-    /// No savepoints (a round trip each). A write that fails before changing anything (not
-    /// found, invalid, stale `If-Match`: a `StoreError` from `LibraryWriter`, which checks before
-    /// it writes) leaves the transaction as it was; its answer, which may depend on the writes
-    /// before it, waits for the commit too (a 503 if the commit fails). One that fails in SQL
-    /// aborts the transaction: it is rolled back and the others run again in a new one; no write
-    /// has been answered before its commit, so nobody has seen the undone attempt.
-    private func commit(_ writes: [any PGWrite]) {
-        var remaining = writes[...]
-        var pipelining = true
-        var reconnected = false
-        while !remaining.isEmpty {
-            let started = ContinuousClock.now
-            let connection: PGConnection
-            var latest: Int
-            var ordered: [(any PGWrite, prefetched: SQLRow?)]
-            let fast = pipelining ? Self.fastPaths(remaining) : []
+    /// Forgets the connection (its transaction may be open and aborted, or it is gone).
+    fileprivate func dropConnection() { connection = nil }
+
+    /// The connection, when one is open.
+    fileprivate var openConnection: PGConnection? { connection.flatMap { $0.isOpen ? $0 : nil } }
+
+    /// Whether a connection was kept from an earlier turn.
+    fileprivate var hasConnection: Bool { connection != nil }
+}
+
+/// PostgreSQL's part of group commit, for one turn of the writer: a transaction is two round
+/// trips. The first (`PGWriter.begin`) begins it under the advisory lock, reads the last change
+/// id and runs the batch's single-field statements in one pipeline; the second writes the batch's
+/// log rows in one statement, prunes, notifies the other replicas (at the commit, never before: a
+/// replica that hears it finds the change in the log) and commits.
+///
+/// A write refused by `LibraryWriter` (a `StoreError`, raised before it writes) leaves the
+/// transaction as it was. Any other failure aborts it in SQL: it is rolled back, and the others
+/// run again without pipelining; a lost connection fails them all.
+private final class PGTransactions: WriteTransactions {
+    let writer: PGWriter
+    private var latest = 0
+    private var first = 0
+    private var logRows: [[SQLiteValue]] = []
+    private var reconnected = false
+
+    init(writer: PGWriter) {
+        self.writer = writer
+    }
+
+    func begin(_ writes: [any QueuedWrite], rerun: Bool) throws -> [(any QueuedWrite, prefetched: SQLRow?)] {
+        var pipelining = !rerun
+        while true {
+            let fast = pipelining ? PGWriter.fastPaths(writes) : []
             do {
-                connection = try open()
-                (latest, ordered) = try begin(Array(remaining), fastPaths: fast, on: connection)
+                let connection = try writer.open()
+                let (latest, ordered) = try writer.begin(writes, fastPaths: fast, on: connection)
+                (self.latest, first, logRows) = (latest, latest, [])
+                return ordered
             } catch {
-                let stale = self.connection != nil
-                if !fast.isEmpty, !error.isConnectionFailure, let connection = self.connection, connection.isOpen {
-                    // Maybe a fast-path statement failed: every write runs by itself instead.
+                let stale = writer.hasConnection
+                if !fast.isEmpty, !error.isConnectionFailure, let connection = writer.openConnection {
+                    // Maybe a single-field statement failed: every write runs by itself instead.
                     SQLSession.postgres(connection).rollback()
                     pipelining = false
                     continue
                 }
                 // Never keep a connection whose transaction may be open and aborted.
-                self.connection = nil
+                writer.dropConnection()
                 // A connection found dead at its first statement (the server restarted since):
                 // nothing ran, so one new connection may try again at once.
                 if error.isConnectionFailure, stale, !reconnected {
                     reconnected = true
                     continue
                 }
-                remaining.forEach { $0.finish(nil, error) }
-                return
+                throw error
             }
-            let session = SQLSession.postgres(connection)
-            let first = latest
-            /// Each write run, with its change (nil: it changed nothing) or why it was refused.
-            var done: [(any PGWrite, Result<CommittedChange?, StoreError>)] = []
-            var rows: [[SQLiteValue]] = []
-            var retry = false
-            remaining = []
-            while !ordered.isEmpty {
-                let (write, prefetched) = ordered.removeFirst()
-                let items: [ChangeItem]
-                do {
-                    let writeRows = SQLRows(session: session, prefetched: prefetched.map { .some($0) })
-                    let writer = LibraryWriter(rows: writeRows)
-                    do {
-                        items = try write.run(writer)
-                    } catch let error as StoreError where prefetched == nil {
-                        done.append((write, .failure(error)))
-                        continue
-                    }
-                    if prefetched != nil, writeRows.prefetched != nil {
-                        throw StoreError(.internal, detail: "a write did not take its pipelined statement's result")
-                    }
-                    var change: CommittedChange?
-                    if !items.isEmpty {
-                        rows += try ChangeLog.rows(items, as: latest + 1)
-                        latest += 1
-                        change = CommittedChange(seq: latest, items: items)
-                    }
-                    done.append((write, .success(change)))
-                } catch {
-                    // Aborted in SQL, or failed after its statements ran: the whole transaction
-                    // is rolled back; this write fails, the others run again.
-                    write.finish(nil, error)
-                    session.rollback()
-                    if (error as? PGError)?.isConnectionFailure ?? !(error is StoreError) {
-                        self.connection = nil
-                        ordered.forEach { $0.0.finish(nil, error) }
-                        done.forEach { $0.0.finish(nil, error) }
-                        return
-                    }
-                    remaining = (done.map(\.0) + ordered.map(\.0))[...]
-                    pipelining = false
-                    retry = true
-                    break
-                }
-            }
-            if retry { continue }
-            let changes = done.compactMap { try? $0.1.get() }
-            // The second round trip, in one pipeline: the batch's log rows, the pruning, the
-            // notification (sent at the commit, never before: a replica that hears it finds the
-            // change in the log) and the commit.
-            var end: [(sql: String, values: [PGValue])] = []
-            if !rows.isEmpty {
-                end.append(
-                    (SQLSession.postgresSQL(Self.insertLog), Self.columnArrays(rows).map(SQLSession.postgresValue)))
-                if let prune = ChangeLog.pruneBound(after: first, through: latest, history: history) {
-                    end.append(("DELETE FROM change_log WHERE item < $1", [.int(prune)]))
-                }
-            }
-            if let last = changes.last {
-                end.append(("SELECT pg_notify($1, $2)", [.text(channel), .text(String(last.seq))]))
-            }
-            end.append(("COMMIT", []))
+        }
+    }
+
+    func run(_ write: any QueuedWrite, prefetched: SQLRow?) -> WriteRun {
+        guard let connection = writer.openConnection else {
+            return .aborted(PGError.connection("the writer's connection is gone"), fatal: true)
+        }
+        let session = SQLSession.postgres(connection)
+        do {
+            let rows = SQLRows(session: session, prefetched: prefetched.map { .some($0) })
+            let items: [ChangeItem]
             do {
-                _ = try connection.pipeline(end)
-            } catch {
-                // Whether a commit whose answer was lost took effect is unknown: the writes are
-                // answered as failed (503), and the change feed reads the log whatever happened.
-                session.rollback()
-                if error.isConnectionFailure || !connection.isOpen { self.connection = nil }
-                done.forEach { $0.0.finish(nil, error) }
-                return
+                items = try write.run(LibraryWriter(rows: rows))
+            } catch let error as StoreError where prefetched == nil {
+                return .refused(error)
             }
-            let succeeded = done.filter { if case .success = $0.1 { true } else { false } }.count
-            transactionObserver.withLock { $0 }?.notify(ContinuousClock.now - started, succeeded)
-            if !changes.isEmpty { committed(changes) }
-            for (write, outcome) in done {
-                switch outcome {
-                case .success(let change): write.finish(change, nil)
-                case .failure(let error): write.finish(nil, error)
-                }
+            if prefetched != nil, rows.prefetched != nil {
+                throw StoreError(.internal, detail: "a write did not take its pipelined statement's result")
             }
+            guard !items.isEmpty else { return .ran(nil) }
+            logRows += try ChangeLog.rows(items, as: latest + 1)
+            latest += 1
+            return .ran(CommittedChange(seq: latest, items: items))
+        } catch {
+            session.rollback()
+            let fatal = (error as? PGError)?.isConnectionFailure ?? !(error is StoreError)
+            if fatal { writer.dropConnection() }
+            return .aborted(error, fatal: fatal)
+        }
+    }
+
+    func commit(_ changes: [CommittedChange]) throws {
+        guard let connection = writer.openConnection else {
+            throw PGError.connection("the writer's connection is gone")
+        }
+        var end: [(sql: String, values: [PGValue])] = []
+        if !logRows.isEmpty {
+            end.append(
+                (
+                    SQLSession.postgresSQL(PGWriter.insertLog),
+                    PGWriter.columnArrays(logRows).map(SQLSession.postgresValue)
+                ))
+            if let prune = ChangeLog.pruneBound(after: first, through: latest, history: writer.history) {
+                end.append(("DELETE FROM change_log WHERE item < $1", [.int(prune)]))
+            }
+        }
+        if let last = changes.last {
+            end.append(("SELECT pg_notify($1, $2)", [.text(writer.channel), .text(String(last.seq))]))
+        }
+        end.append(("COMMIT", []))
+        do {
+            _ = try connection.pipeline(end)
+        } catch {
+            // Whether a commit whose answer was lost took effect is unknown: the writes are
+            // answered as failed (503), and the change feed reads the log whatever happened.
+            SQLSession.postgres(connection).rollback()
+            if error.isConnectionFailure || !connection.isOpen { writer.dropConnection() }
+            throw error
         }
     }
 }

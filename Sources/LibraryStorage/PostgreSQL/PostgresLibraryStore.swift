@@ -168,35 +168,6 @@ package final class PostgresLibraryStore: LibraryDatabase, SnapshotSource {
         return try outcome.withLock { $0! }.get()
     }
 
-    /// One write: its work's result, handed to the caller once committed.
-    ///
-    /// `@unchecked Sendable`: `result` is set and read on the writer's queue only.
-    private final class StoreWrite<T: Sendable>: PGWrite, @unchecked Sendable {
-        let work: @Sendable (LibraryWriter) throws -> T
-        let completion: @Sendable (Result<T, StoreError>) -> Void
-        var result: T?
-
-        init(
-            work: @escaping @Sendable (LibraryWriter) throws -> T,
-            completion: @escaping @Sendable (Result<T, StoreError>) -> Void
-        ) {
-            self.work = work
-            self.completion = completion
-        }
-
-        func run(_ writer: LibraryWriter) throws -> [ChangeItem] {
-            result = try work(writer)
-            return writer.items
-        }
-
-        func finish(_ change: CommittedChange?, _ error: (any Error)?) {
-            guard error == nil, let result else {
-                return completion(.failure(StoreError(error ?? StoreError(.internal, detail: "no result"))))
-            }
-            completion(.success(result))
-        }
-    }
-
     package func observeTransactions(_ observer: @escaping @Sendable (_ duration: Duration, _ writes: Int) -> Void) {
         writer.observeTransactions(observer)
     }
