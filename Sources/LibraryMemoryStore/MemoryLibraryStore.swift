@@ -98,19 +98,6 @@ package final class MemoryLibraryStore: LibraryDatabase {
         }
     }
 
-    package func writeAndWait<T: Sendable>(_ work: @escaping @Sendable (LibraryWriter) throws -> T) throws(StoreError)
-        -> T
-    {
-        let outcome = Mutex<Result<T, StoreError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        write(work) { result in
-            outcome.withLock { $0 = result }
-            done.signal()
-        }
-        done.wait()
-        return try outcome.withLock { $0! }.get()
-    }
-
     package func observeTransactions(_ observer: @escaping @Sendable (_ duration: Duration, _ writes: Int) -> Void) {
         observers.withLock { $0.transaction = observer }
     }

@@ -124,18 +124,14 @@ final class MemoryRows: RecordRows {
     // MARK: Writes
 
     func insertLibrary(_ draft: LibraryDraft, id: String, now: String) throws -> LibraryRecord {
-        let library: LibraryRecord = newRecord(draft, id: id, now: now)
+        let library: LibraryRecord = newRecord(draft, id: id, now: now, order: \.libraryOrder)
         setLibrary(library, id: id)
-        data.libraryOrder.append(MemoryData.Entry(seq: library.seq, id: id))
-        undoLog.append { [data] in data.libraryOrder.removeLast() }
         return library
     }
 
     func insertBook(_ draft: BookDraft, id: String, now: String) throws -> BookRecord {
-        let book: BookRecord = newRecord(draft, id: id, now: now)
+        let book: BookRecord = newRecord(draft, id: id, now: now, order: \.bookOrder)
         setBook(book, id: id)
-        data.bookOrder.append(MemoryData.Entry(seq: book.seq, id: id))
-        undoLog.append { [data] in data.bookOrder.removeLast() }
         return book
     }
 
@@ -215,8 +211,13 @@ final class MemoryRows: RecordRows {
 
     /// A new row made of `draft`: version 1, created and updated `now`, counts at zero, as the
     /// SQL schema's defaults make it.
-    private func newRecord<Record: FieldRecord>(_ draft: Record.Draft, id: String, now: String) -> Record {
+    /// Its place is taken at the end of `order`.
+    private func newRecord<Record: FieldRecord>(
+        _ draft: Record.Draft, id: String, now: String, order: ReferenceWritableKeyPath<MemoryData, [MemoryData.Entry]>
+    ) -> Record {
         data.lastRowSeq += 1
+        data[keyPath: order].append(MemoryData.Entry(seq: data.lastRowSeq, id: id))
+        undoLog.append { [data] in data[keyPath: order].removeLast() }
         return Record(seq: data.lastRowSeq) { field in
             if Record.Field.writable.contains(field) { return draft[field] }
             switch field.descriptor.column {

@@ -142,20 +142,6 @@ package final class LibraryStore: Sendable {
         committer.submit(StoreWrite(work: work, completion: completion))
     }
 
-    /// Runs `work` as one write and waits for its commit (setup and tests). Not on the writer's queue.
-    package func writeAndWait<T: Sendable>(_ work: @escaping @Sendable (LibraryWriter) throws -> T) throws(StoreError)
-        -> T
-    {
-        let outcome = Mutex<Result<T, StoreError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        write(work) { result in
-            outcome.withLock { $0 = result }
-            done.signal()
-        }
-        done.wait()
-        return try outcome.withLock { $0! }.get()
-    }
-
     /// Checks that a write could start now by taking the write lock and letting it go; fails when
     /// the database is locked past the busy timeout or cannot be written.
     package func checkWritable(completion: @escaping @Sendable (Result<Void, StoreError>) -> Void) {

@@ -1,3 +1,6 @@
+import Dispatch
+import Synchronization
+
 /// The store seam: what the API and the live engine see of storage, whichever the engine.
 ///
 /// An engine gives three things: reads (`LibraryReader`), the row operations of a write
@@ -130,9 +133,6 @@ package protocol LibraryDatabase: LiveStore {
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     )
 
-    /// Runs `work` as one write and waits for its commit (setup and tests).
-    func writeAndWait<T: Sendable>(_ work: @escaping @Sendable (LibraryWriter) throws -> T) throws(StoreError) -> T
-
     /// Sets what is told how long each write transaction took and how many writes it committed.
     func observeTransactions(_ observer: @escaping @Sendable (_ duration: Duration, _ writes: Int) -> Void)
 
@@ -142,4 +142,28 @@ package protocol LibraryDatabase: LiveStore {
     /// Finishes queued work and closes the database; returns what failed while closing, if anything.
     @discardableResult
     func close() -> StoreError?
+}
+
+extension LibraryDatabase {
+    /// Runs `work` as one write and waits for its commit (setup and tests).
+    package func writeAndWait<T: Sendable>(_ work: @escaping @Sendable (LibraryWriter) throws -> T) throws(StoreError)
+        -> T
+    {
+        try waitFor { write(work, completion: $0) }
+    }
+}
+
+/// Starts work that completes on another thread, with `start`, and waits for its result
+/// (start-up and tests; never on an event loop).
+package func waitFor<T: Sendable>(_ start: (@escaping @Sendable (Result<T, StoreError>) -> Void) -> Void)
+    throws(StoreError) -> T
+{
+    let outcome = Mutex<Result<T, StoreError>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    start { result in
+        outcome.withLock { $0 = result }
+        done.signal()
+    }
+    done.wait()
+    return try outcome.withLock { $0! }.get()
 }

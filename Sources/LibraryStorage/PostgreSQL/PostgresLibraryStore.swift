@@ -132,14 +132,14 @@ package final class PostgresLibraryStore: LibraryDatabase, SnapshotSource {
     package func readAndWait<T: Sendable>(_ work: @escaping @Sendable (any LibraryReader) throws -> T)
         throws(StoreError) -> T
     {
-        try wait { self.read(work, completion: $0) }
+        try waitFor { self.read(work, completion: $0) }
     }
 
     /// Runs `work` with a reader of this engine's SQL and waits for it (tests).
     package func readSQLAndWait<T: Sendable>(_ work: @escaping @Sendable (SQLReader) throws -> T) throws(StoreError)
         -> T
     {
-        try wait { self.readSQL(work, completion: $0) }
+        try waitFor { self.readSQL(work, completion: $0) }
     }
 
     package func write<T: Sendable>(
@@ -147,25 +147,6 @@ package final class PostgresLibraryStore: LibraryDatabase, SnapshotSource {
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         writer.write(StoreWrite(work: work, completion: completion))
-    }
-
-    package func writeAndWait<T: Sendable>(_ work: @escaping @Sendable (LibraryWriter) throws -> T) throws(StoreError)
-        -> T
-    {
-        try wait { self.write(work, completion: $0) }
-    }
-
-    private func wait<T: Sendable>(_ start: (@escaping @Sendable (Result<T, StoreError>) -> Void) -> Void)
-        throws(StoreError) -> T
-    {
-        let outcome = Mutex<Result<T, StoreError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        start { result in
-            outcome.withLock { $0 = result }
-            done.signal()
-        }
-        done.wait()
-        return try outcome.withLock { $0! }.get()
     }
 
     package func observeTransactions(_ observer: @escaping @Sendable (_ duration: Duration, _ writes: Int) -> Void) {
