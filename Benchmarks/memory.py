@@ -93,6 +93,8 @@ def sample(server, started):
         "vm_rss_kib": server.status("VmRSS"),
         "fds": len(os.listdir("/proc/%d/fd" % server.process.pid)),
         "sqlite_kib": metric(server.port, "library_sqlite_memory_bytes") // 1024,
+        "malloc_in_use_kib": metric(server.port, "library_heap_in_use_bytes") // 1024,
+        "malloc_free_kib": metric(server.port, "library_heap_free_bytes") // 1024,
         "cpu_s": server.cpu_seconds(),
     }
 
@@ -139,9 +141,10 @@ def main():
             time.sleep(SAMPLE_EVERY)
             samples.append(sample(server, started))
             last = samples[-1]
-            log("t %5.0f s  RssAnon %7.1f MiB (SQLite %5.1f)  RssFile %5.1f MiB  FDs %4d  CPU %6.1f s"
-                % (last["t"], last["rss_anon_kib"] / 1024, last["sqlite_kib"] / 1024, last["rss_file_kib"] / 1024,
-                   last["fds"], last["cpu_s"]))
+            log("t %5.0f s  RssAnon %7.1f MiB (SQLite %5.1f; malloc in use %6.1f, free %6.1f)  RssFile %5.1f MiB  "
+                "FDs %4d  CPU %6.1f s"
+                % (last["t"], last["rss_anon_kib"] / 1024, last["sqlite_kib"] / 1024, last["malloc_in_use_kib"] / 1024,
+                   last["malloc_free_kib"] / 1024, last["rss_file_kib"] / 1024, last["fds"], last["cpu_s"]))
         stop.set()
         outputs = [process.communicate(timeout=60)[0] for process in wrk]
     finally:
@@ -165,6 +168,8 @@ def main():
     anon_early, anon_late, anon_slope = trend([(s["t"], s["rss_anon_kib"] / 1024) for s in half])
     early, late, per_minute = trend([(s["t"], (s["rss_anon_kib"] - s["sqlite_kib"]) / 1024) for s in half])
     growth = late - early
+    live_early, live_late, live_slope = trend(
+        [(s["t"], (s["malloc_in_use_kib"] - s["sqlite_kib"]) / 1024) for s in half])
     allowed = max(FLAT_MIB, early * FLAT_FRACTION)
     cpu = samples[-1]["cpu_s"] - samples[0]["cpu_s"]
     result = {
@@ -180,6 +185,9 @@ def main():
         "rss_file_last_mib": samples[-1]["rss_file_kib"] / 1024,
         "last_half_growth_mib": growth, "last_half_slope_mib_per_min": per_minute, "allowed_growth_mib": allowed,
         "flat": growth <= allowed,
+        "live_heap_third_quarter_median_mib": live_early, "live_heap_last_quarter_median_mib": live_late,
+        "live_heap_slope_mib_per_min": live_slope,
+        "malloc_free_max_mib": max(s["malloc_free_kib"] for s in samples) / 1024,
         "cpu_us_per_request": cpu * 1e6 / requests if requests else None,
         "fds_first": samples[0]["fds"], "fds_last": samples[-1]["fds"],
     }
@@ -193,6 +201,9 @@ def main():
     log("last half, the server's own heap (RssAnon less SQLite's): %.1f -> %.1f MiB, %+.2f MiB (slope %+.2f MiB/min); "
         "flat means at most %.1f MiB: %s"
         % (early, late, growth, per_minute, allowed, "flat" if result["flat"] else "GROWS"))
+    log("last half, malloc's bytes in use less SQLite's (what the server holds, without the freed chunks malloc "
+        "keeps for reuse): %.1f -> %.1f MiB (slope %+.2f MiB/min); malloc's free pool at most %.1f MiB"
+        % (live_early, live_late, live_slope, result["malloc_free_max_mib"]))
     if not args.no_results:
         write_result("memory", result)
     return 0 if result["flat"] else 1

@@ -139,7 +139,7 @@ package final class MemoryLibraryStore: LibraryDatabase {
                         guard let library = data.libraries[id] else {
                             return .success(LoadedState(seq: data.latestSeq, resource: nil))
                         }
-                        let members = data.bookOrder.compactMap { data.books[$0.id] }.filter { $0.libraryId == id }
+                        let members = data.bookOrder.compactMap { data.books[$0.id] }.filter { $0.library == id }
                         return .success(LoadedState(seq: data.latestSeq, resource: .library(library, members: members)))
                     case .libraries, .books:
                         preconditionFailure("a collection is read by pages (snapshot(of:pageSize:)), not loaded")

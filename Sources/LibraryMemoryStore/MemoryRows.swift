@@ -54,9 +54,9 @@ final class MemoryData {
         switch (item, target) {
         case (.book(let book, _, _, _), .book(let id)): book.id == id
         case (.library(let library, _, _), .library(let id)): library.id == id
-        case (.book(let book, _, let before, _), .library(let id)): book.libraryId == id || before?.library == id
+        case (.book(let book, _, let before, _), .library(let id)): book.library == id || before?.library == id
         case (.book(let book, _, let before, _), .books(let filter)):
-            filter.library.map { book.libraryId == $0 || before?.library == $0 } ?? true
+            filter.library.map { book.library == $0 || before?.library == $0 } ?? true
         case (.library, .libraries): true
         case (.library, .book), (.library, .books), (.book, .libraries): false
         }
@@ -150,7 +150,7 @@ final class MemoryRows: RecordRows {
     }
 
     func deleteLibrary(id: String) throws -> [BookRecord] {
-        let books = data.bookOrder.compactMap { data.books[$0.id] }.filter { $0.libraryId == id }
+        let books = data.bookOrder.compactMap { data.books[$0.id] }.filter { $0.library == id }
         for book in books { try deleteBook(id: book.id) }
         setLibrary(nil, id: id)
         removeEntry(id, from: \.libraryOrder)

@@ -120,6 +120,10 @@ public enum BookField: Int, ResourceField {
     public static let writable = allCases.filter { table[$0.rawValue].writable }
     /// The fields a collection of books is filtered by, in table order.
     public static let filterable = allCases.filter { table[$0.rawValue].filterable }
+    /// The field that names the library a book belongs to: the relation that membership, a
+    /// library's `bookCount` and a book's move are about. Everything that follows a book's
+    /// library names it through this (and `BookRecord.library`), never by the field's own name.
+    public static let library = BookField.libraryId
 
     private var row: FieldDescriptor {
         switch self {

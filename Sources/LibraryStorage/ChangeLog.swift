@@ -66,7 +66,7 @@ enum ChangeLog {
                 columns[shared] = FieldColumn(
                     name: descriptor.column, kind: descriptor.kind, library: columns[shared].library, book: field)
             } else {
-                let library: LibraryField? = field == .libraryId ? .id : nil
+                let library: LibraryField? = field == BookField.library ? .id : nil
                 columns.append(
                     FieldColumn(name: descriptor.column, kind: descriptor.kind, library: library, book: field))
             }
@@ -245,7 +245,7 @@ extension SQLReader {
 
     /// The log rows of changes in a library or that took a book out of it (one parameter twice).
     static let inOrLeft =
-        "\(BookField.libraryId.descriptor.column) = ? OR \(ChangeLog.previousColumn(.libraryId)) = ?"
+        "\(BookField.library.descriptor.column) = ? OR \(ChangeLog.previousColumn(BookField.library)) = ?"
 
     /// The query behind a replay, for `EXPLAIN QUERY PLAN` in tests.
     static func changesQuery(where condition: String) -> String {

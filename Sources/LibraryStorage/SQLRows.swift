@@ -148,7 +148,7 @@ final class SQLRows: RecordRows {
     private func previousValueSQL(_ field: BookField) -> (from: String, returning: String)? {
         let descriptor = field.descriptor
         guard descriptor.filterable, descriptor.kind != .boolean else { return ("", "") }
-        guard field != .libraryId else { return nil }
+        guard field != BookField.library else { return nil }
         switch session {
         case .sqlite: return nil
         case .postgres, .probe:

@@ -40,7 +40,7 @@ package final class LiveBook {
     }
 
     /// The library it belongs to, for the hub's bookkeeping: not tracked.
-    var libraryId: String { record.libraryId }
+    var library: String { record.library }
 
     /// The key path each field is observed by, made once.
     private static let paths = BookField.allCases.map { \LiveBook.[$0] }

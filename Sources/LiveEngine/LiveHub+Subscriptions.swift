@@ -116,8 +116,8 @@ extension LiveHub {
         switch item {
         case .book(let book, _, let before, _):
             loads[.book(book.id)]?.note(item, seq: seq)
-            loads[.library(book.libraryId)]?.note(item, seq: seq)
-            if let previous = before?.library, previous != book.libraryId {
+            loads[.library(book.library)]?.note(item, seq: seq)
+            if let previous = before?.library, previous != book.library {
                 loads[.library(previous)]?.note(item, seq: seq)
             }
         case .library(let library, _, _):
@@ -188,7 +188,7 @@ extension LiveHub {
                 if deleted { return nil }
                 library.update(latest)
             case .book(let book, _, _, let deleted):
-                if deleted || book.libraryId != library.id {
+                if deleted || book.library != library.id {
                     library.remove(book.id)
                 } else if let member = library.members[book.id] {
                     if fresh.contains(book.id) { member.update(book) }
@@ -435,7 +435,7 @@ extension LiveHub {
         case .libraries, .books:
             collectionAudiences -= 1
         case .book(let bookID):
-            if let book = books[bookID], libraries[book.libraryId]?.members[bookID] !== book { books[bookID] = nil }
+            if let book = books[bookID], libraries[book.library]?.members[bookID] !== book { books[bookID] = nil }
         case .library(let libraryID):
             if let library = libraries[libraryID] { drop(library) }
         }

@@ -138,7 +138,7 @@ package final class LiveHub {
 
     private func applyBook(_ record: BookRecord, previousLibraryID previous: String?, deleted: Bool, seq: Int) {
         let id = record.id
-        if let previous, previous != record.libraryId || deleted, let library = libraries[previous],
+        if let previous, previous != record.library || deleted, let library = libraries[previous],
             library.baseSeq < seq, library.members[id] != nil
         {
             counters.applyWork.add(1, ordering: .relaxed)
@@ -155,7 +155,7 @@ package final class LiveHub {
             counters.applyWork.add(1, ordering: .relaxed)
             model.update(record)
         }
-        if let library = libraries[record.libraryId], library.baseSeq < seq, library.members[id] == nil {
+        if let library = libraries[record.library], library.baseSeq < seq, library.members[id] == nil {
             counters.applyWork.add(1, ordering: .relaxed)
             let book = books[id] ?? materialize(record, seq: seq)
             book.joinedSeq = seq
@@ -163,7 +163,7 @@ package final class LiveHub {
             library.joined.append(book)
             touch(library)
             track(book)
-        } else if let book = books[id], audiences[.book(id)] == nil, libraries[book.libraryId] == nil {
+        } else if let book = books[id], audiences[.book(id)] == nil, libraries[book.library] == nil {
             books[id] = nil  // it left the only watched library it was in
         }
     }
@@ -195,7 +195,7 @@ package final class LiveHub {
     /// Tracks the fields of `book` that its own subscribers or those of its library want.
     func track(_ book: LiveBook) {
         var fields = audiences[.book(book.id)].map { Set($0.bookFields.keys) } ?? []
-        if let library = libraries[book.libraryId], library.members[book.id] === book,
+        if let library = libraries[book.library], library.members[book.id] === book,
             let demand = audiences[.library(library.id)]?.bookFields, !demand.isEmpty
         {
             fields.formUnion(demand.keys)
@@ -222,7 +222,7 @@ package final class LiveHub {
                 delta.bookFields = ResourceDelta.values(book.dirty) { book[$0] }
                 counters.applyWork.add(audience.deliver(delta, seq: seq), ordering: .relaxed)
             }
-            if let library = libraries[book.libraryId], library.members[book.id] === book, book.joinedSeq != seq {
+            if let library = libraries[book.library], library.members[book.id] === book, book.joinedSeq != seq {
                 library.changedMembers.append(book)
                 touch(library)
             }

@@ -74,7 +74,7 @@ struct ResourceDelta {
                     libraryFields = Self.values(fields) { library[$0] }
                 case .book(let book, let fields, let before, let deleted):
                     let move = MemberMove(
-                        previous: before?.library, current: book.libraryId, deleted: deleted, library: id)
+                        previous: before?.library, current: book.library, deleted: deleted, library: id)
                     switch move {
                     case .joined:
                         added.append(.init(id: book.id, fields: Self.values(BookField.all) { book[$0] }))

@@ -213,7 +213,7 @@ enum BodyDecoding {
     /// A whole book. `pathLibraryID` is the library of `POST /libraries/{id}/books`; a body that
     /// names another library there is a 422.
     static func bookDraft(_ request: HTTPRequest, pathLibraryID: String? = nil) throws(APIError) -> BookDraft {
-        try draft(request, BookDraft.self, preset: pathLibraryID.map { [.libraryId: .string($0)] } ?? [:])
+        try draft(request, BookDraft.self, preset: pathLibraryID.map { [BookField.library: .string($0)] } ?? [:])
     }
 
     static func bookPatch(_ request: HTTPRequest) throws(APIError) -> BookPatch {

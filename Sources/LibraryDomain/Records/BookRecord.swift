@@ -246,12 +246,20 @@ package struct BookKeys: Sendable, Hashable {
     }
 
     /// The library the book was in.
-    package var library: String { self[.libraryId].requiredString }
+    package var library: String { self[BookField.library].requiredString }
 }
 
 extension BookRecord {
     /// The values list filters test.
     package var keys: BookKeys { BookKeys(self) }
+
+    /// The library the book belongs to (`BookField.library`).
+    package var library: String { libraryId }
+}
+
+extension BookDraft {
+    /// The library the book is to belong to (`BookField.library`).
+    package var library: String { libraryId }
 }
 
 /// One page of a list, in insertion order.

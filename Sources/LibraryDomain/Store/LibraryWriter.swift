@@ -56,28 +56,28 @@ package final class LibraryWriter {
 
     package func createBook(_ draft: BookDraft) throws -> BookRecord {
         try Self.check(draft.validate())
-        try requireLibrary(draft.libraryId)
+        try requireLibrary(draft.library)
         let now = Timestamp.now()
         let book = try rows.insertBook(draft, id: Identifier.make(), now: now)
-        try adjustBookCount(of: draft.libraryId, by: 1, at: now)
+        try adjustBookCount(of: draft.library, by: 1, at: now)
         note(.book(book, fields: book.changedFields(from: nil), before: nil, deleted: false))
         return book
     }
 
-    /// Replaces the writable fields with `change(current)`; a new `libraryId` moves the book.
+    /// Replaces the writable fields with `change(current)`; a new library (`BookField.library`) moves the book.
     package func updateBook(id: String, if precondition: Precondition, _ change: (BookDraft) -> BookDraft) throws
         -> BookRecord
     {
         let current = try existing(rows.book(id: id))
         let draft = change(current.draft)
         try Self.check(draft.validate())
-        if draft.libraryId != current.libraryId { try requireLibrary(draft.libraryId) }
+        if draft.library != current.library { try requireLibrary(draft.library) }
         try check(precondition, version: current.version)
         guard draft != current.draft else { return current }
         let now = Timestamp.now()
-        if draft.libraryId != current.libraryId {
-            try adjustBookCount(of: current.libraryId, by: -1, at: now)
-            try adjustBookCount(of: draft.libraryId, by: 1, at: now)
+        if draft.library != current.library {
+            try adjustBookCount(of: current.library, by: -1, at: now)
+            try adjustBookCount(of: draft.library, by: 1, at: now)
         }
         let changed = BookField.writable.filter { draft[$0] != current.draft[$0] }
         let book = try rows.updateBook(id: id, changing: changed, to: draft, now: now)
@@ -119,7 +119,7 @@ package final class LibraryWriter {
         let current = try existing(rows.book(id: id))
         try check(precondition, version: current.version)
         try rows.deleteBook(id: id)
-        try adjustBookCount(of: current.libraryId, by: -1, at: Timestamp.now())
+        try adjustBookCount(of: current.library, by: -1, at: Timestamp.now())
         note(.book(current, fields: [], before: current.keys, deleted: true))
         return current
     }
@@ -147,7 +147,7 @@ package final class LibraryWriter {
 
     private func requireLibrary(_ id: String) throws {
         guard try rows.library(id: id) != nil else {
-            throw StoreError(.invalid([FieldError("libraryId", "no library has this id")]))
+            throw StoreError(.invalid([FieldError(BookField.library.name, "no library has this id")]))
         }
     }
 
