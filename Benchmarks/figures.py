@@ -205,13 +205,17 @@ def memory():
     samples = data["samples"]
     picks = sorted({0, len(samples) // 4, len(samples) // 2, 3 * len(samples) // 4, len(samples) - 1})
     lines = [
-        "| t (s) | RssAnon (heap) | of which SQLite's page caches | RssFile (mapped files) | open FDs |",
-        "|---:|---:|---:|---:|---:|",
+        "| t (s) | RssAnon (heap) | of which SQLite's page caches | malloc's bytes in use | RssFile (mapped files) "
+        "| open FDs |",
+        "|---:|---:|---:|---:|---:|---:|",
     ]
     for index in picks:
         sample = samples[index]
+        in_use = sample.get("malloc_in_use_kib")
         lines.append(f"| {sample['t']:.0f} | {sample['rss_anon_kib'] / 1024:.1f} MiB | "
-                     f"{sample['sqlite_kib'] / 1024:.1f} MiB | {sample['rss_file_kib'] / 1024:.1f} MiB | {sample['fds']} |")
+                     f"{sample['sqlite_kib'] / 1024:.1f} MiB | "
+                     f"{'-' if in_use is None else f'{in_use / 1024:.1f} MiB'} | "
+                     f"{sample['rss_file_kib'] / 1024:.1f} MiB | {sample['fds']} |")
     verdict = "flat" if data["flat"] else "**grows**"
     lines += [
         "",
@@ -225,7 +229,13 @@ def memory():
         f"{data['sqlite_last_mib']:.1f} MiB at the end, and the server's own heap (RssAnon less SQLite's) "
         f"{data['own_heap_third_quarter_median_mib']:.1f} → {data['own_heap_last_quarter_median_mib']:.1f} MiB "
         f"({data['last_half_growth_mib']:+.1f} MiB, slope {data['last_half_slope_mib_per_min']:+.2f} MiB/min; at "
-        f"most {data['allowed_growth_mib']:.1f} MiB is flat): {verdict}. The heap's peak, "
+        f"most {data['allowed_growth_mib']:.1f} MiB is flat): {verdict}. "
+        + (f"What the server holds, malloc's bytes in use less SQLite's: "
+           f"{data['live_heap_third_quarter_median_mib']:.1f} → {data['live_heap_last_quarter_median_mib']:.1f} MiB; "
+           f"malloc's free pool (freed chunks kept for reuse, mostly given back to the system by the heap "
+           f"trimmer) at most {data['malloc_free_max_mib']:.0f} MiB. " if "live_heap_third_quarter_median_mib" in data
+           else "")
+        + f"The heap's peak, "
         f"{data['rss_anon_max_mib']:.0f} MiB, came with several whole-library snapshots in flight. "
         + source(data, "memory.json"),
     ]

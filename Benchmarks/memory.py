@@ -13,7 +13,10 @@ queue that grows would show), RssFile (file pages mapped in: the binary, its lib
 database file, which SQLite reads through `mmap`, so it rises as pages are touched and the kernel
 may drop it at will), open descriptors and CPU time, and `/metrics`' `library_sqlite_memory_bytes`:
 the part of the heap that is SQLite's, its page caches (bounded: the writer's at 32 MiB, each
-reader's at SQLite's default 2 MiB), which fill as a run touches more of the database.
+reader's at SQLite's default 2 MiB), which fill as a run touches more of the database, and
+`library_heap_in_use_bytes` and `library_heap_free_bytes`: malloc's bytes in use (what the server
+holds: a leak grows it) and its free pool (freed chunks kept for reuse; RssAnon is the bytes in use
+plus the resident part of the pool).
 
 The verdict is on the last half of the run (the first half is warm-up: caches filling, the
 snapshots' first allocations): the median of its second half against the median of its first

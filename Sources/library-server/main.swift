@@ -22,7 +22,7 @@ csys_malloc_trim_threshold(32 << 20)
 // glibc gives each thread that contends for the heap an arena of its own, up to 8 per core; every
 // thread the dispatch queues start (snapshot pages, replays) can take one, and each arena keeps
 // what was freed in it for its own reuse. Over a five-minute run of 100,000-member snapshots that
-// kept 1.7 GB of address space free across arenas (`Benchmarks/memory.py`; 344 MiB with one
+// kept 1.7 GB of address space free across arenas (`Benchmarks/memory.py`; under 400 MiB with one
 // arena per core, heap in use the same). One arena per core, as there is one event loop per core.
 csys_malloc_arena_max(Int32(max(2, ProcessInfo.processInfo.activeProcessorCount)))
 
