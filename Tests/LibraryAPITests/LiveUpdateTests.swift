@@ -148,7 +148,7 @@ import Testing
         try patch("/books/\(book)", #"{"title":"Three"}"#)
         let resumed = try live.events(
             "/books/\(book)/events?fields=title", headers: ["Last-Event-ID": snapshot.id ?? ""])
-        let replayed = resumed.drain()
+        let replayed = try resumed.drain(atLeast: 2)
         #expect(replayed.map(\.event) == ["change", "change"])
         #expect(replayed.map { $0.json["title"] as? String } == ["Two", "Three"])
         let ids = replayed.compactMap { Int($0.id ?? "") }
@@ -157,7 +157,7 @@ import Testing
         #expect(try resumed.next()?.json["title"] as? String == "Four", "then live")
 
         let viaQuery = try live.events("/books/\(book)/events?fields=title&lastEventId=\(ids.last!)")
-        let afterLast = viaQuery.drain()
+        let afterLast = try viaQuery.drain(atLeast: 1)
         #expect(afterLast.map { $0.json["title"] as? String } == ["Four"])
     }
 
@@ -178,7 +178,7 @@ import Testing
         }
         let resumed = try live.events(
             "/books/\(book)/events?fields=title,author,isbn", headers: ["Last-Event-ID": snapshot.id ?? ""])
-        let replayed = resumed.drain()
+        let replayed = try resumed.drain(atLeast: 4)
         #expect(replayed.map { $0.json["title"] as? String } == titles.filter { !$0.isEmpty })
         #expect(replayed.map { $0.json["author"] as? String } == titles.filter { !$0.isEmpty })
     }
@@ -192,7 +192,7 @@ import Testing
         try patch("/books/\(book)", #"{"title":"Newer"}"#)
         let resumed = try live.events(
             "/libraries/\(library)/events?fields=bookCount,books.title", headers: ["Last-Event-ID": snapshot.id!])
-        let events = resumed.drain()
+        let events = try resumed.drain(atLeast: 2)
         #expect(events.count == 2)
         #expect(events.first?.json["bookCount"] as? Int == 1)
         #expect(
@@ -233,8 +233,8 @@ import Testing
         _ = try libraryStream.next()
         #expect(live.subscribers == 2)
         #expect(try live.request("DELETE", "/libraries/\(library)").status == 204)
-        #expect(bookStream.drain().last?.event == "delete")
-        #expect(libraryStream.drain().last?.event == "delete")
+        #expect(try bookStream.drain(atLeast: 1).last?.event == "delete")
+        #expect(try libraryStream.drain(atLeast: 1).last?.event == "delete")
         #expect(bookStream.ended && libraryStream.ended)
         #expect(live.subscribers(settlingAt: 0) == 0)
     }

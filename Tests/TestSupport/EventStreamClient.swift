@@ -93,6 +93,14 @@ package final class EventStreamClient {
         return events
     }
 
+    /// The `count` events a test knows are coming (each within the usual timeout, so a busy
+    /// machine does not pass for a quiet stream), then any more until none arrives for `quiet` ms.
+    package func drain(atLeast count: Int, quiet: Int = 300) throws -> [ReceivedEvent] {
+        var events: [ReceivedEvent] = []
+        while events.count < count, let event = try next() { events.append(event) }
+        return events + drain(quiet: quiet)
+    }
+
     /// The oldest event the parser completed and nobody took yet.
     private func takeEvent() -> ReceivedEvent? {
         ready.isEmpty ? nil : ready.removeFirst()
