@@ -259,7 +259,13 @@ extension SQLReader {
         through last: Int
     ) throws -> [CommittedChange] {
         let range: [SQLiteValue] = [.int(ChangeLog.firstItem(of: seq + 1)), .int(ChangeLog.firstItem(of: last + 1))]
-        let rows = try session.map(Self.changesQuery(where: condition), values + range, ChangeLog.item)
+        return ChangeLog.changes(try session.map(Self.changesQuery(where: condition), values + range, ChangeLog.item))
+    }
+}
+
+extension ChangeLog {
+    /// Log rows' items, in row order, grouped into their changes.
+    static func changes(_ rows: [(Int, ChangeItem)]) -> [CommittedChange] {
         var result: [CommittedChange] = []
         for (seq, item) in rows {
             if let last = result.last, last.seq == seq {

@@ -132,12 +132,19 @@ package struct SQLRow {
     fileprivate enum Source {
         case sqlite(Row)
         case postgres(PGResult, Int)
+        /// Values decoded elsewhere (a change feed notification's log rows).
+        case values([SQLiteValue])
     }
 
     private let source: Source
 
     fileprivate init(_ source: Source) {
         self.source = source
+    }
+
+    /// A row of values that came without a query.
+    init(values: [SQLiteValue]) {
+        self.init(.values(values))
     }
 
     /// The first row of a PostgreSQL result, if it has one.
@@ -149,6 +156,7 @@ package struct SQLRow {
         switch source {
         case .sqlite(let row): row.isNull(index)
         case .postgres(let result, let row): result.isNull(row, Int(index))
+        case .values(let values): values[Int(index)] == .null
         }
     }
 
@@ -156,6 +164,7 @@ package struct SQLRow {
         switch source {
         case .sqlite(let row): row.int(index)
         case .postgres(let result, let row): result.int(row, Int(index)) ?? 0
+        case .values(let values): if case .integer(let value) = values[Int(index)] { Int(value) } else { 0 }
         }
     }
 
@@ -166,6 +175,7 @@ package struct SQLRow {
         switch source {
         case .sqlite(let row): row.bool(index)
         case .postgres(let result, let row): result.bool(row, Int(index)) ?? false
+        case .values(let values): values[Int(index)] == .integer(1)
         }
     }
 
@@ -175,6 +185,7 @@ package struct SQLRow {
         switch source {
         case .sqlite(let row): row.text(index)
         case .postgres(let result, let row): result.string(row, Int(index)) ?? ""
+        case .values(let values): if case .text(let text) = values[Int(index)] { text } else { "" }
         }
     }
 

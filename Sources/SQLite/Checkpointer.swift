@@ -7,7 +7,8 @@ import Synchronization
 /// both are synced. Here the writer only reports the WAL's size; a checkpointer connection on its
 /// own thread copies the bulk (`PASSIVE`, so the writer goes on committing meanwhile), and the
 /// writer then copies the few pages committed since, so that its next write can start the WAL
-/// from the top again and the WAL stays bounded (about 16 MiB).
+/// from the top again and the WAL stays bounded (about 16 MiB; should the copy fall behind, the
+/// writer waits for it at four times that).
 ///
 /// Checkpointing every 4,000 pages rather than 1,000 copies a page that changes often once
 /// instead of four times; as the writer no longer waits for the bulk, that costs no latency.
@@ -25,6 +26,9 @@ final class Checkpointer: Sendable {
     private let threshold: Int
     /// At most about this many pages are left for the writer to copy.
     private let writerShare = 64
+    /// The WAL size, in pages, at which the writer waits for a copy under way rather than let the
+    /// WAL grow on: a checkpointer starved of CPU (a busy machine) must not leave it unbounded.
+    private var ceiling: Int { threshold * 4 }
 
     init(path: String, writer: Connection, busyTimeoutMilliseconds: Int32, threshold: Int) throws {
         self.threshold = threshold
@@ -51,6 +55,12 @@ final class Checkpointer: Sendable {
                 self.phase.withLock { $0 = .copied }
             }
         case .copied:
+            _ = try? writer.checkpointPassively()
+            phase.withLock { $0 = .idle }
+        case .copying where walFrames.count.load(ordering: .relaxed) >= ceiling:
+            // The copy fell behind the writes: the writer waits for it (backpressure, only
+            // then), copies what is left, and its next write starts the WAL over.
+            _ = try? connection.sync { _ in }
             _ = try? writer.checkpointPassively()
             phase.withLock { $0 = .idle }
         case .idle, .copying:

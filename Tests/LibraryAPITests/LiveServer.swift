@@ -14,7 +14,8 @@ import TestSupport
 /// The API suite runs on both engines: with `LIBRARY_TEST_ENGINE=postgres` and
 /// `LIBRARY_TEST_POSTGRES=<URI>` (scripts/postgres-tests.sh), every server not given a SQLite
 /// file runs on PostgreSQL instead, in a schema of its own that `stop` drops. With
-/// `LIBRARY_TEST_FEED=log` as well, the live engine hears every commit from the change log, as a
+/// `LIBRARY_TEST_FEED=log` as well, the live engine hears every commit from the change log; with
+/// `LIBRARY_TEST_FEED=notify`, from its notification (the rows it carries, else the log), as a
 /// replica hears the others' writes. With `LIBRARY_TEST_POOLED=1`, the store is opened as behind
 /// a pooler in transaction mode (a `listenURI`): unnamed statements, no session state. With
 /// `LIBRARY_TEST_ENGINE=memory`, they run on the in-memory store (`MemoryLibraryStore`), which
@@ -51,7 +52,8 @@ final class LiveServer {
             store = try PostgresLibraryStore(
                 uri: uri, listenURI: environment["LIBRARY_TEST_POOLED"] == "1" ? uri : nil, readers: 4,
                 history: history,
-                readsOwnCommits: environment["LIBRARY_TEST_FEED"] == "log")
+                ownCommits: ["log": .readFromLog, "notify": .notified][environment["LIBRARY_TEST_FEED"] ?? ""]
+                    ?? .handedOver)
         } else if path == ":memory:", environment["LIBRARY_TEST_ENGINE"] == "memory" {
             schema = nil
             store = MemoryLibraryStore(history: history)

@@ -84,6 +84,42 @@ struct PostgresReplicaTests {
         #expect(loggedBefore[.author] == .string("Herbert"))
     }
 
+    @Test func `another replica's commits come with their rows in the notification, in order, with no read of the log`()
+        throws
+    {
+        let (uri, drop) = try schema()
+        defer { drop() }
+        let writer = try PostgresLibraryStore(uri: uri)
+        defer { writer.close() }
+        let listener = try PostgresLibraryStore(uri: uri)
+        defer { listener.close() }
+        let heard = Mutex<[CommittedChange]>([])
+        let own = Mutex<[CommittedChange]>([])
+        listener.observeCommits { change in heard.withLock { $0.append(change) } }
+        writer.observeCommits { change in own.withLock { $0.append(change) } }
+        // One write at a time: each batch one change, whose rows fit in its notification.
+        let library = try writer.writeAndWait { try $0.createLibrary(LibraryDraft(name: #"Quoted "name" \ é"#)) }
+        for index in 0..<50 {
+            _ = try writer.writeAndWait { try $0.createBook(BookDraft(libraryId: library.id, title: "Book \(index)")) }
+        }
+        let sequential = 51
+        let deadline = ContinuousClock.now + .seconds(10)
+        while heard.withLock({ $0.count }) < sequential, ContinuousClock.now < deadline { usleep(10_000) }
+        let fitting = listener.feedCounts
+        // Then a library of them all deleted: one change too large for a notification.
+        _ = try writer.writeAndWait { try $0.deleteLibrary(id: library.id, if: .none) }
+        while heard.withLock({ $0.count }) < sequential + 1, ContinuousClock.now < deadline { usleep(10_000) }
+        let mine = own.withLock { $0 }
+        #expect(mine.count == sequential + 1)
+        #expect(heard.withLock { $0.map(\.seq) } == mine.map(\.seq))
+        #expect(heard.withLock { $0.map(\.items.count) } == mine.map(\.items.count))
+        #expect(writer.feedCounts == FeedCounts(writer: sequential + 1), "its own come from its writer")
+        // A read of the log may happen once a second when nothing comes; not for each batch.
+        #expect(
+            fitting.notification >= sequential - 2 && fitting.notification + fitting.log == sequential, "\(fitting)")
+        #expect(listener.feedCounts.log == fitting.log + 1, "the change too large came from the log")
+    }
+
     @Test func `a replica that missed changes already pruned from the log stops its feed as pruned`() throws {
         let (uri, drop) = try schema()
         defer { drop() }

@@ -14,42 +14,101 @@ package enum FeedGap: Sendable, Equatable {
     case rewound(applied: Int, latest: Int)
 }
 
+/// How many changes a replica's feed handed to its live engine, by where it found them.
+package struct FeedCounts: Sendable, Equatable {
+    /// This replica's own commits, handed over by its writer.
+    package var writer = 0
+    /// Rows a notification carried.
+    package var notification = 0
+    /// Read from the change log.
+    package var log = 0
+
+    package init(writer: Int = 0, notification: Int = 0, log: Int = 0) {
+        (self.writer, self.notification, self.log) = (writer, notification, log)
+    }
+}
+
+/// How a replica hears its own commits (other replicas' come by notification, or from the log).
+package enum OwnCommits: Sendable {
+    /// Handed over by its writer when they are next in order (the default).
+    case handedOver
+    /// As the other replicas' are: carried by their notification (tests).
+    case notified
+    /// Read from the log, as every other change is: notifications' rows are not used (tests).
+    case readFromLog
+}
+
 /// How a replica learns of every commit, its own and the other replicas', and hands them to the
 /// live engine one at a time in id order.
 ///
 /// A listener thread keeps a connection that `LISTEN`s on the schema's channel. A notification
-/// carries only a change id; what changed is read from the change log, after the last id applied,
-/// in order, so no payload limit applies and a lost notification costs nothing: the listener also
-/// reads the log once a second, and after every reconnection. The replica's own commits are
-/// handed over at once by its writer when they are next in order (no read needed); otherwise the
-/// listener is woken to read the log up to them.
+/// carries the batch's last change id and, when they fit, its log rows (`FeedPayload`): a replica
+/// applies those that come next in order at once, with no query. When a notification carries only
+/// an id, or its rows do not follow what was applied, the listener reads the log after the last id
+/// applied, in order, so no payload limit applies and a lost notification costs nothing; it also
+/// reads the log once a second, and after every reconnection. The replica's own commits are handed
+/// over at once by its writer when they are next in order; otherwise they wait until the changes
+/// before them come (a notification, or the log).
 final class ChangeFeed: Sendable {
     private struct State {
         /// The id of the last change handed to the observer.
         var applied: Int
         var observer: (@Sendable (CommittedChange) -> Void)?
         var stopping = false
+        /// The writer's own commits not yet handed over: a change before them has not come yet.
+        var own: [CommittedChange] = []
+        /// How many changes were handed over from each source.
+        var counts = FeedCounts()
+
+        /// Hands over `changes` that come next, in order, skipping those already applied; false
+        /// when one does not follow what was applied (a change before it has not come).
+        mutating func take(_ changes: some Collection<CommittedChange>, from source: WritableKeyPath<FeedCounts, Int>)
+            -> Bool
+        {
+            guard let observer else { return false }
+            for change in changes where change.seq > applied {
+                guard change.seq == applied + 1 else { return false }
+                observer(change)
+                applied = change.seq
+                counts[keyPath: source] += 1
+            }
+            return true
+        }
+
+        /// Hands over the writer's commits that now come next; true when none is left waiting.
+        mutating func takeOwn() -> Bool {
+            own.removeAll { $0.seq <= applied }
+            guard let first = own.first, first.seq == applied + 1, take(own, from: \.writer) else { return own.isEmpty }
+            own.removeAll()
+            return true
+        }
     }
 
     private let address: PGAddress
     private let channel: String
     private let state: Mutex<State>
-    /// Wakes the listener from `poll`: one byte means "read the log", closing means "stop".
+    /// Wakes the listener from `poll`: `Wake.read` means "read the log", `Wake.own` "the writer's
+    /// commits wait for earlier ones".
     private let wake: (read: Int32, write: Int32)
     private let stopped = DispatchSemaphore(value: 0)
     /// Told when the log no longer continues what this replica applied: its live state cannot be
     /// repaired.
     private let onGap: @Sendable (FeedGap) -> Void
-    /// Whether the replica's own commits, too, are read from the log rather than handed over by
-    /// its writer (tests: every change then takes the path other replicas' changes take).
-    private let readsOwnCommits: Bool
+    private let ownCommits: OwnCommits
+    /// This replica's token in its notifications (`FeedPayload`), by which it knows its own.
+    let origin = String(UInt64.random(in: 1...UInt64.max), radix: 36)
+
+    private enum Wake: UInt8 {
+        case read = 1
+        case own = 2
+    }
 
     init(
-        address: PGAddress, channel: String, applied: Int, readsOwnCommits: Bool,
+        address: PGAddress, channel: String, applied: Int, ownCommits: OwnCommits,
         onGap: @escaping @Sendable (FeedGap) -> Void
     ) {
         self.address = address
-        self.readsOwnCommits = readsOwnCommits
+        self.ownCommits = ownCommits
         self.channel = channel
         self.onGap = onGap
         state = Mutex(State(applied: applied))
@@ -73,24 +132,28 @@ final class ChangeFeed: Sendable {
     /// The id of the last change handed over (or to be handed first: `applied + 1` is next).
     var applied: Int { state.withLock { $0.applied } }
 
+    /// How many changes were handed over from each source so far.
+    var counts: FeedCounts { state.withLock { $0.counts } }
+
     func observe(_ observer: @escaping @Sendable (CommittedChange) -> Void) {
         state.withLock { $0.observer = observer }
-        poke()
+        poke(.read)
     }
 
-    /// The writer's own commits, in id order: handed over now if they come next, else read from
-    /// the log by the listener once the changes before them are.
+    /// The writer's own commits, in id order: handed over now if they come next, else once the
+    /// changes before them have come (another replica's notification, or the log).
     func committed(_ changes: [CommittedChange]) {
-        let handed = state.withLock { state -> Bool in
-            if readsOwnCommits { return false }
-            guard let observer = state.observer, let first = changes.first, first.seq == state.applied + 1 else {
-                return false
-            }
-            for change in changes { observer(change) }
-            state.applied = changes.last!.seq
-            return true
+        switch ownCommits {
+        case .notified: return
+        case .readFromLog: return poke(.read)
+        case .handedOver: break
         }
-        if !handed { poke() }
+        let waiting = state.withLock { state -> Bool in
+            // Kept only while few: a listener that stays behind reads them from the log anyway.
+            if state.own.count < 4_096 { state.own += changes }
+            return !state.takeOwn()
+        }
+        if waiting { poke(.own) }
     }
 
     func close() {
@@ -102,15 +165,39 @@ final class ChangeFeed: Sendable {
         Glibc.close(wake.write)
     }
 
-    private func poke() {
+    private func poke(_ reason: Wake) {
         // Under the lock, and never after `close` began: then the descriptor may belong to
         // something else.
         state.withLock { state in
             guard !state.stopping else { return }
-            var byte: UInt8 = 1
+            var byte = reason.rawValue
             _ = Glibc.write(wake.write, &byte, 1)
         }
     }
+
+    /// Takes what `notifications` carry; false when one announced a change it does not carry
+    /// next in order (the log must be read).
+    private func take(_ notifications: [(channel: String, payload: String)]) -> Bool {
+        var complete = true
+        for (_, payload) in notifications {
+            guard let last = FeedPayload.last(payload) else {
+                complete = false
+                continue
+            }
+            guard last > applied else { continue }  // read already
+            // This replica's own: its writer hands them over (`committed`).
+            if ownCommits == .handedOver, FeedPayload.origin(payload) == origin { continue }
+            guard ownCommits != .readFromLog, let changes = FeedPayload.changes(payload) else {
+                complete = false
+                continue
+            }
+            if !state.withLock({ $0.take(changes, from: \.notification) }) { complete = false }
+        }
+        return complete
+    }
+
+    /// Whether the writer's commits wait for changes not yet come.
+    private var ownWaiting: Bool { state.withLock { !$0.takeOwn() } }
 
     private var stopping: Bool { state.withLock { $0.stopping } }
 
@@ -139,23 +226,26 @@ final class ChangeFeed: Sendable {
                 ]
                 let ready = poll(&fds, 2, 1_000)
                 if ready < 0, errno != EINTR { break }
-                if fds[1].revents != 0 { drain() }
-                if fds[0].revents != 0 {
-                    guard connection.consumeInput() else { break }
-                    _ = connection.notifications()
-                }
+                // A second without anything: read the log anyway (a lost notification costs that).
+                var mustRead = ready == 0
+                if fds[1].revents != 0, drain().contains(.read) { mustRead = true }
+                guard connection.consumeInput() else { break }
+                if !take(connection.notifications()) { mustRead = true }
                 if stopping { return }
+                guard mustRead || ownWaiting else { continue }
                 // Reads at most one per `readInterval`: under many small commits (replicas taking
                 // turns at the lock commit a few writes each), one read then carries the changes
-                // of several notifications instead of one query each.
+                // of several notifications instead of one query each. Notifications that came
+                // meanwhile may make the read needless.
                 let since = ContinuousClock.now - lastRead
                 if since < Self.readInterval {
-                    pause(milliseconds: Int((Self.readInterval - since) / .microseconds(1_000)) + 1)
+                    let woken = pause(milliseconds: Int((Self.readInterval - since) / .microseconds(1_000)) + 1)
+                    if woken.contains(.read) { mustRead = true }
                     guard connection.consumeInput() else { break }
-                    _ = connection.notifications()
+                    if !take(connection.notifications()) { mustRead = true }
+                    guard mustRead || ownWaiting else { continue }
                 }
                 lastRead = ContinuousClock.now
-                // On a notification, a poke, or a second without either: read what is new.
                 guard (try? catchUp(connection)) != nil, connection.isOpen else { break }
             }
         }
@@ -186,12 +276,9 @@ final class ChangeFeed: Sendable {
                 return
             }
             let gap = state.withLock { state -> Int? in
-                guard let observer = state.observer else { return nil }
-                for change in changes where change.seq > state.applied {
-                    guard change.seq == state.applied + 1 else { return change.seq }
-                    observer(change)
-                    state.applied = change.seq
-                }
+                guard state.observer != nil else { return nil }
+                defer { _ = state.takeOwn() }
+                guard state.take(changes, from: \.log) else { return changes.first { $0.seq > state.applied }?.seq }
                 return nil
             }
             if let gap {
@@ -204,14 +291,23 @@ final class ChangeFeed: Sendable {
         }
     }
 
-    private func drain() {
+    /// Empties the wake pipe; returns why it was woken.
+    @discardableResult
+    private func drain() -> Set<Wake> {
+        var reasons: Set<Wake> = []
         var buffer = [UInt8](repeating: 0, count: 64)
-        while read(wake.read, &buffer, buffer.count) > 0 {}
+        while true {
+            let count = read(wake.read, &buffer, buffer.count)
+            guard count > 0 else { return reasons }
+            for byte in buffer[..<count] { reasons.insert(Wake(rawValue: byte) ?? .read) }
+        }
     }
 
-    private func pause(milliseconds: Int) {
+    /// Waits `milliseconds`, or less when woken; returns why it was woken.
+    @discardableResult
+    private func pause(milliseconds: Int) -> Set<Wake> {
         var fds = [pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
         _ = poll(&fds, 1, Int32(milliseconds))
-        drain()
+        return drain()
     }
 }

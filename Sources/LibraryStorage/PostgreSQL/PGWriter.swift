@@ -20,6 +20,8 @@ final class PGWriter: Sendable {
     private let lockKey: Int
     fileprivate let channel: String
     fileprivate let history: Int
+    /// This replica's token in its notifications (`FeedPayload`).
+    fileprivate let origin: String
     private let queue = DispatchQueue(label: "postgres.writer")
     /// Used on `queue` only.
     private nonisolated(unsafe) var connection: PGConnection?
@@ -28,13 +30,14 @@ final class PGWriter: Sendable {
     /// `committed` is told of each batch's committed changes, in id order, before the writes are
     /// answered.
     init(
-        address: PGAddress, lockKey: Int, channel: String, history: Int,
+        address: PGAddress, lockKey: Int, channel: String, origin: String, history: Int,
         committed: @escaping @Sendable ([CommittedChange]) -> Void
     ) {
         self.address = address
         self.lockKey = lockKey
         self.channel = channel
         self.history = history
+        self.origin = origin
         let (queue, link) = (queue, Link())
         committer = GroupCommitter(
             maximumBatch: Self.maximumBatch,
@@ -283,7 +286,10 @@ private final class PGTransactions: WriteTransactions {
             }
         }
         if let last = changes.last {
-            end.append(("SELECT pg_notify($1, $2)", [.text(writer.channel), .text(String(last.seq))]))
+            // The batch's rows go along when they fit (`FeedPayload`): the other replicas apply
+            // them with no read of the log.
+            let payload = FeedPayload.encode(last: last.seq, origin: writer.origin, rows: logRows)
+            end.append(("SELECT pg_notify($1, $2)", [.text(writer.channel), .text(payload)]))
         }
         end.append(("COMMIT", []))
         do {

@@ -39,14 +39,14 @@ package final class PostgresLibraryStore: LibraryDatabase, SnapshotSource {
     /// Connects, brings the schema up to date (under a lock: replicas starting together take
     /// turns) and starts listening for changes. `onGap` is told when the change log no longer
     /// continues what this replica applied (`FeedGap`: pruned past it, or rewound behind it).
-    /// `readsOwnCommits` makes the live engine hear even this replica's commits from the log, as
-    /// it hears the other replicas' (tests).
+    /// `ownCommits` other than `.handedOver` makes the live engine hear even this replica's commits
+    /// as it hears the other replicas' (tests).
     package init(
         uri: String,
         listenURI: String? = nil,
         readers: Int = 4,
         history: Int = 10_000,
-        readsOwnCommits: Bool = false,
+        ownCommits: OwnCommits = .handedOver,
         onGap: @escaping @Sendable (FeedGap) -> Void = { _ in }
     ) throws(StoreError) {
         let address = PGAddress(uri, statements: listenURI == nil ? .prepared : .unnamed)
@@ -69,9 +69,9 @@ package final class PostgresLibraryStore: LibraryDatabase, SnapshotSource {
             let channel = "library_changes_\(String(UInt64(bitPattern: Int64(key)), radix: 16))"
             let latest = try SQLReader(session: .postgres(connection)).latestSeq()
             let feed = ChangeFeed(
-                address: direct, channel: channel, applied: latest, readsOwnCommits: readsOwnCommits, onGap: onGap)
+                address: direct, channel: channel, applied: latest, ownCommits: ownCommits, onGap: onGap)
             self.feed = feed
-            writer = PGWriter(address: address, lockKey: key, channel: channel, history: history) {
+            writer = PGWriter(address: address, lockKey: key, channel: channel, origin: feed.origin, history: history) {
                 feed.committed($0)
             }
             self.readers = PGWorkers(address: address, count: readers, label: "postgres.reader")
@@ -179,6 +179,9 @@ package final class PostgresLibraryStore: LibraryDatabase, SnapshotSource {
 
 extension PostgresLibraryStore: LiveStore {
     package func latestCommittedSeq() throws(StoreError) -> Int { feed.applied }
+
+    /// How many changes the change feed handed to the live engine, by where it found them.
+    package var feedCounts: FeedCounts { feed.counts }
 
     package func observeCommits(_ observer: @escaping @Sendable (CommittedChange) -> Void) {
         feed.observe(observer)
