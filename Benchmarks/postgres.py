@@ -60,7 +60,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
-from benchlib import Server, running, write_result  # noqa: E402
+from benchlib import Server, metric, running, write_result  # noqa: E402
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "scripts", "lib"))
 from nginx import Nginx  # noqa: E402
@@ -428,10 +428,18 @@ def replica_writes(args, counts):
             runs = [None] * count
 
             def run(n, seconds):
-                runs[n] = wrk(replicas[n].port, "patch", seconds, args, threads=1, connections=split[n])
+                runs[n] = wrk(replicas[n].port, args.replica_workload, seconds, args, threads=1,
+                              connections=split[n])
+
+            def batches():
+                """Writes and transactions committed so far by the replicas written through."""
+                return (sum(metric(replica.port, "library_sqlite_writes_committed_total") for replica in replicas[:count]),
+                        sum(metric(replica.port, "library_sqlite_write_duration_seconds_count")
+                            for replica in replicas[:count]))
 
             for seconds in ([args.warmup] if args.warmup > 0 else []) + [args.seconds]:
                 threads = [threading.Thread(target=run, args=(n, seconds)) for n in range(count)]
+                committed = batches()
                 own, database = sum(replica.cpu_seconds() for replica in replicas), cluster.backends_cpu_seconds()
                 for thread in threads:
                     thread.start()
@@ -440,19 +448,23 @@ def replica_writes(args, counts):
                 own = sum(replica.cpu_seconds() for replica in replicas) - own
                 database = cluster.backends_cpu_seconds() - database
                 cpu = own + database
+                committed = [after - before for after, before in zip(batches(), committed)]
             if any(r is None or r["non2xx"] or r["socket_errors"] for r in runs):
                 raise RuntimeError("replica writes through %d: %r" % (count, runs))
             requests = max(sum(r["requests"] for r in runs), 1)
             # Every replica's CPU counts, the idle ones' too: each applies every change it hears.
             combined = {"rps": sum(r["rps"] for r in runs), "p99_us": max(r["p99_us"] for r in runs),
                         "cpu_us": cpu * 1e6 / requests, "db_cpu_us": database * 1e6 / requests,
+                        # Writes per transaction (each replica's writer batches what waits for it).
+                        "batch": committed[0] / max(committed[1], 1),
                         # Memory over the run: every replica's anonymous RSS after each run.
                         "rss_anon_mib": [replica.status("RssAnon") / 1024 for replica in replicas]}
             results[count].append(combined)
-            log("round %d  PATCH through %d replica(s) (%s connections): %8.0f req/s combined, p99 %6.2f ms, "
-                "CPU %5.0f µs per write (replicas + PostgreSQL; PostgreSQL %5.0f)"
-                % (round_index + 1, count, "+".join(map(str, split)), combined["rps"], combined["p99_us"] / 1000,
-                   combined["cpu_us"], combined["db_cpu_us"]))
+            log("round %d  %s through %d replica(s) (%s connections): %8.0f req/s combined, p99 %6.2f ms, "
+                "CPU %5.0f µs per write (replicas + PostgreSQL; PostgreSQL %5.0f), %4.1f writes per transaction"
+                % (round_index + 1, args.replica_workload.upper(), count, "+".join(map(str, split)), combined["rps"],
+                   combined["p99_us"] / 1000,
+                   combined["cpu_us"], combined["db_cpu_us"], combined["batch"]))
     for replica in replicas:
         replica.stop()
     memory = [max(run["rss_anon_mib"]) for round_index in range(args.rounds)
@@ -462,6 +474,10 @@ def replica_writes(args, counts):
              "cpuUs": statistics.median(r["cpu_us"] for r in results[count]),
              "databaseCpuUs": statistics.median(r["db_cpu_us"] for r in results[count]),
              "runs": results[count]} for count in counts]
+    if args.replica_workload != "patch":
+        # Reads through K replicas: the same machine's cost of spreading requests over processes,
+        # beside the writes' figures (logged only).
+        return ""
     path = write_result("replica-writes", {
         "benchmark": "postgres.py --replica-writes", "fsync": args.fsync, "books": args.books,
         "connections": args.connections, "seconds": args.seconds, "rounds": args.rounds, "rows": rows,
@@ -511,6 +527,9 @@ def main():
                              "%(default)s; at most 3, as deploy/nginx.conf names)")
     parser.add_argument("--replica-writes", metavar="K,K,...",
                         help="measure PATCH through K replicas at once instead (e.g. 1,2,3)")
+    parser.add_argument("--replica-workload", choices=("patch", "get"), default="patch",
+                        help="what --replica-writes sends: PATCH (the default, written to results) or GET, "
+                             "to compare with the cost of spreading any request over K processes (logged only)")
     parser.add_argument("--comparator-only", action="store_true",
                         help="measure the comparator alone (to test it before library-server speaks PostgreSQL)")
     args = parser.parse_args()

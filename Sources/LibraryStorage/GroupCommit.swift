@@ -63,8 +63,11 @@ enum WriteRun {
 protocol WriteTransactions {
     /// Opens a transaction for `writes` and returns them in the order to run them, each with what
     /// the engine already ran of it (PostgreSQL's pipelined single-field statements; nil: nothing).
-    /// `rerun` when an earlier transaction of the same writes was aborted.
-    func begin(_ writes: [any QueuedWrite], rerun: Bool) throws -> [(any QueuedWrite, prefetched: SQLRow?)]
+    /// `rerun` when an earlier transaction of the same writes was aborted. An engine that had to
+    /// wait (PostgreSQL's lock, held by another replica) may add the writes queued meanwhile, taken
+    /// with `more` (at most as many as it asks for), to `writes` before it can fail.
+    func begin(_ writes: inout [any QueuedWrite], rerun: Bool, more: (Int) -> [any QueuedWrite]) throws
+        -> [(any QueuedWrite, prefetched: SQLRow?)]
     /// Runs one write in the open transaction, and logs its change.
     func run(_ write: any QueuedWrite, prefetched: SQLRow?) -> WriteRun
     /// Commits the open transaction holding `changes` (the engine may write their log here); on
@@ -154,6 +157,15 @@ final class GroupCommitter: Sendable {
         if more { turn { self.commitPending(with: $0) } }
     }
 
+    /// Up to `most` of the writes queued for a later turn, taken for the one under way.
+    private func takeQueued(_ most: Int) -> [any QueuedWrite] {
+        pending.withLock { state in
+            let taken = state.writes.prefix(max(0, most))
+            state.writes.removeFirst(taken.count)
+            return Array(taken)
+        }
+    }
+
     /// Commits `writes`, in as few transactions as their failures allow, each answered after its
     /// commit.
     private func commit(_ writes: [any QueuedWrite], with transactions: any WriteTransactions) {
@@ -163,7 +175,7 @@ final class GroupCommitter: Sendable {
             let started = ContinuousClock.now
             let ordered: [(any QueuedWrite, prefetched: SQLRow?)]
             do {
-                ordered = try transactions.begin(remaining, rerun: rerun)
+                ordered = try transactions.begin(&remaining, rerun: rerun, more: takeQueued)
             } catch {
                 return remaining.forEach { $0.finish(nil, error) }
             }

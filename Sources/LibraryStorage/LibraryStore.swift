@@ -166,7 +166,9 @@ private struct SQLiteTransactions: WriteTransactions {
     let connection: Connection
     let history: Int
 
-    func begin(_ writes: [any QueuedWrite], rerun: Bool) throws -> [(any QueuedWrite, prefetched: SQLRow?)] {
+    func begin(_ writes: inout [any QueuedWrite], rerun: Bool, more: (Int) -> [any QueuedWrite]) throws
+        -> [(any QueuedWrite, prefetched: SQLRow?)]
+    {
         try connection.begin()
         return writes.map { ($0, nil) }
     }

@@ -120,6 +120,62 @@ struct PostgresReplicaTests {
         #expect(listener.feedCounts.log == fitting.log + 1, "the change too large came from the log")
     }
 
+    @Test func `two replicas writing at once take turns at the lock, and every change has its own id in commit order`()
+        throws
+    {
+        let (uri, drop) = try schema()
+        defer { drop() }
+        let replicas = [try PostgresLibraryStore(uri: uri), try PostgresLibraryStore(uri: uri)]
+        defer { replicas.forEach { $0.close() } }
+        final class Heard: Sendable {
+            let seqs = Mutex<[Int]>([])
+        }
+        let heard = [Heard(), Heard()]
+        for (replica, heard) in zip(replicas, heard) {
+            replica.observeCommits { change in heard.seqs.withLock { $0.append(change.seq) } }
+        }
+        let library = try replicas[0].writeAndWait { try $0.createLibrary(LibraryDraft(name: "Shared")) }
+        let book = try replicas[0].writeAndWait {
+            try $0.createBook(BookDraft(libraryId: library.id, title: "0", author: "A"))
+        }
+        // Both replicas write at once, many writes each: single-field PATCHes of one book (the
+        // pipelined path) and new books (the general path).
+        let done = DispatchGroup()
+        let failures = Mutex<[String]>([])
+        for index in 0..<400 {
+            done.enter()
+            let replica = replicas[index % 2]
+            var patch = BookPatch()
+            patch[.title] = .string("\(index)")
+            let title = patch
+            replica.write(
+                { writer in
+                    index % 4 < 2
+                        ? try writer.patchBook(id: book.id, if: .none, title)
+                        : try writer.createBook(BookDraft(libraryId: library.id, title: "new \(index)"))
+                }
+            ) { result in
+                if case .failure(let error) = result { failures.withLock { $0.append("\(error)") } }
+                done.leave()
+            }
+        }
+        done.wait()
+        #expect(failures.withLock { $0 }.isEmpty)
+        #expect(replicas[0].lockWaits + replicas[1].lockWaits > 0, "the replicas never met at the lock")
+        let expected = Array(1...402)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while heard.contains(where: { $0.seqs.withLock { $0.count } < expected.count }), ContinuousClock.now < deadline
+        {
+            usleep(10_000)
+        }
+        for heard in heard {
+            #expect(heard.seqs.withLock { $0 } == expected, "each replica heard every change, in order")
+        }
+        let final = try replicas[1].readAndWait { try $0.book(id: book.id) }
+        let count = try replicas[1].readAndWait { try $0.library(id: library.id)?.bookCount }
+        #expect(final?.version == 201 && count == 201)
+    }
+
     @Test func `a replica that missed changes already pruned from the log stops its feed as pruned`() throws {
         let (uri, drop) = try schema()
         defer { drop() }

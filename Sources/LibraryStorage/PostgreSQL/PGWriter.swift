@@ -26,6 +26,8 @@ final class PGWriter: Sendable {
     /// Used on `queue` only.
     private nonisolated(unsafe) var connection: PGConnection?
     private let committer: GroupCommitter
+    /// How many batches found the lock held by another replica and waited for it.
+    let lockWaits = Atomic(0)
 
     /// `committed` is told of each batch's committed changes, in id order, before the writes are
     /// answered.
@@ -150,36 +152,77 @@ final class PGWriter: Sendable {
     private static let transactionSettings = settings(local: true)
 
     /// The first round trip of a batch, in one pipeline: the transaction begun with its settings,
-    /// the lock taken, the last change id read, and the fast-path statements of `writes` run.
-    /// Returns the last change id and the order to run the writes in: first those whose statement
-    /// changed their row, with its result, then the rest, each in the order they came, run as usual.
+    /// the lock taken, the last change id read, and the fast-path statements of `writes` run (when
+    /// `pipelining`). Returns the last change id and the order to run the writes in: first those
+    /// whose statement changed their row, with its result, then the rest, each in the order they
+    /// came, run as usual.
     ///
     /// That is a serial order of the batch: a fast path that found its row is its whole write and
     /// ran before anything else the batch does; one that changed nothing runs again, later, and
     /// sees whatever the writes before it did. A batch's writes are concurrent requests (none
     /// has been answered), so any serial order is a correct one.
     ///
+    /// The lock is asked for with a 1 ms timeout. When another replica holds it, the pipeline stops
+    /// there; the writer then waits for the lock with nothing behind it, and adds to the batch the
+    /// writes queued meanwhile (`more`), so that replicas taking turns commit full batches (each
+    /// holds what its clients sent while it waited) rather than the few writes that were waiting
+    /// when it asked: through three replicas a batch held 2.7 writes instead of 8 through one,
+    /// and each paid the batch's statements and commit. A third round trip then runs the fast
+    /// paths.
+    ///
     /// READ COMMITTED whatever the server's default: `max(item)` must see the commit of whoever
     /// held the lock before, which a snapshot taken earlier would not (so the lock and the read are
     /// two statements). Behind a pooler in transaction mode the settings are local to the
     /// transaction, so no session state is left on a connection the pooler hands to someone else.
     fileprivate func begin(
-        _ writes: [any QueuedWrite], fastPaths fast: [(index: Int, sql: String, values: [PGValue])],
+        _ writes: inout [any QueuedWrite], pipelining: Bool, more: (Int) -> [any QueuedWrite],
         on connection: PGConnection
     ) throws(PGError) -> (latest: Int, ordered: [(any QueuedWrite, prefetched: SQLRow?)]) {
         var head: [(sql: String, values: [PGValue])] = [("BEGIN ISOLATION LEVEL READ COMMITTED", [])]
         if address.statements == .unnamed {
             head.append((Self.transactionSettings, []))
         }
-        head += [("SELECT pg_advisory_xact_lock($1)", [.int(lockKey)]), ("SELECT max(item) FROM change_log", [])]
-        let results = try connection.pipeline(head + fast.map { ($0.sql, $0.values) })
-        let latest = (results[head.count - 1].int(0, 0) ?? 0) >> ChangeLog.itemBits
+        let lock: [(sql: String, values: [PGValue])] = [
+            ("SELECT pg_advisory_xact_lock($1)", [.int(lockKey)]), ("SELECT max(item) FROM change_log", []),
+        ]
+        var fast = pipelining ? Self.fastPaths(writes) : []
+        let results: [PGResult]
+        do {
+            results = try connection.pipeline(
+                head + [(Self.briefLockWait, [])] + lock + [(Self.usualLockWait, [])] + fast.map { ($0.sql, $0.values) }
+            )
+        } catch  where error.sqlState == "55P03" {
+            // Another replica holds the lock: wait for it, then take what queued meanwhile.
+            lockWaits.add(1, ordering: .relaxed)
+            let locked = try connection.pipeline([("ROLLBACK", [])] + head + lock)
+            writes += more(Self.maximumBatch - writes.count)
+            fast = pipelining ? Self.fastPaths(writes) : []
+            let ran = fast.isEmpty ? [] : try connection.pipeline(fast.map { ($0.sql, $0.values) })
+            return Self.order(writes, latest: locked[locked.count - 1], fast: fast, results: ran[...])
+        }
+        let afterHead = head.count + 1 + lock.count + 1
+        return Self.order(writes, latest: results[afterHead - 2], fast: fast, results: results[afterHead...])
+    }
+
+    /// The lock's timeout while the batch's statements wait behind it, then the usual one.
+    private static let briefLockWait = "SELECT set_config('lock_timeout', '1ms', true)"
+    private static let usualLockWait = "SELECT set_config('lock_timeout', '10s', true)"
+
+    /// The last change id (`latest`: the result of `max(item)`), and `writes` in the order to run
+    /// them: those whose fast path found its row first, with the row.
+    private static func order(
+        _ writes: [any QueuedWrite], latest: PGResult, fast: [(index: Int, sql: String, values: [PGValue])],
+        results: ArraySlice<PGResult>
+    ) -> (latest: Int, ordered: [(any QueuedWrite, prefetched: SQLRow?)]) {
         var rows: [Int: SQLRow] = [:]
-        for (statement, result) in zip(fast, results.dropFirst(head.count)) {
+        for (statement, result) in zip(fast, results) {
             if let row = SQLRow.first(of: result) { rows[statement.index] = row }
         }
         let found = writes.indices.filter { rows[$0] != nil }.map { (writes[$0], rows[$0]) }
-        return (latest, found + writes.indices.filter { rows[$0] == nil }.map { (writes[$0], nil) })
+        return (
+            (latest.int(0, 0) ?? 0) >> ChangeLog.itemBits,
+            found + writes.indices.filter { rows[$0] == nil }.map { (writes[$0], nil) }
+        )
     }
 
     /// Forgets the connection (its transaction may be open and aborted, or it is gone).
@@ -193,8 +236,9 @@ final class PGWriter: Sendable {
 }
 
 /// PostgreSQL's part of group commit, for one turn of the writer: a transaction is two round
-/// trips. The first (`PGWriter.begin`) begins it under the advisory lock, reads the last change
-/// id and runs the batch's single-field statements in one pipeline; the second writes the batch's
+/// trips (three after waiting for another replica's lock). The first (`PGWriter.begin`) begins it
+/// under the advisory lock, reads the last change id and runs the batch's single-field
+/// statements in one pipeline; the second writes the batch's
 /// log rows in one statement, prunes, notifies the other replicas (at the commit, never before: a
 /// replica that hears it finds the change in the log) and commits.
 ///
@@ -212,18 +256,20 @@ private final class PGTransactions: WriteTransactions {
         self.writer = writer
     }
 
-    func begin(_ writes: [any QueuedWrite], rerun: Bool) throws -> [(any QueuedWrite, prefetched: SQLRow?)] {
+    func begin(_ writes: inout [any QueuedWrite], rerun: Bool, more: (Int) -> [any QueuedWrite]) throws
+        -> [(any QueuedWrite, prefetched: SQLRow?)]
+    {
         var pipelining = !rerun
         while true {
-            let fast = pipelining ? PGWriter.fastPaths(writes) : []
             do {
                 let connection = try writer.open()
-                let (latest, ordered) = try writer.begin(writes, fastPaths: fast, on: connection)
+                let (latest, ordered) = try writer.begin(
+                    &writes, pipelining: pipelining, more: more, on: connection)
                 (self.latest, first, logRows) = (latest, latest, [])
                 return ordered
             } catch {
                 let stale = writer.hasConnection
-                if !fast.isEmpty, !error.isConnectionFailure, let connection = writer.openConnection {
+                if pipelining, !error.isConnectionFailure, let connection = writer.openConnection {
                     // Maybe a single-field statement failed: every write runs by itself instead.
                     SQLSession.postgres(connection).rollback()
                     pipelining = false

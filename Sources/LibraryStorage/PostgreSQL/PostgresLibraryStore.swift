@@ -180,6 +180,9 @@ package final class PostgresLibraryStore: LibraryDatabase, SnapshotSource {
 extension PostgresLibraryStore: LiveStore {
     package func latestCommittedSeq() throws(StoreError) -> Int { feed.applied }
 
+    /// How many of this replica's write batches waited for another replica's lock.
+    package var lockWaits: Int { writer.lockWaits.load(ordering: .relaxed) }
+
     /// How many changes the change feed handed to the live engine, by where it found them.
     package var feedCounts: FeedCounts { feed.counts }
 
