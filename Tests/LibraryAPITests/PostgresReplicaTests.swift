@@ -136,7 +136,7 @@ struct PostgresReplicaTests {
         }
         let library = try replicas[0].writeAndWait { try $0.createLibrary(LibraryDraft(name: "Shared")) }
         let book = try replicas[0].writeAndWait {
-            try $0.createBook(BookDraft(libraryId: library.id, title: "0", author: "A"))
+            try $0.createBook(BookDraft(libraryId: library.id, title: "Initial", author: "A"))
         }
         // Both replicas write at once, many writes each: single-field PATCHes of one book (the
         // pipelined path) and new books (the general path).
