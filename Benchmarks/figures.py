@@ -17,6 +17,7 @@ Blocks: `benchmark` (bench.py: results.md and chart.svg), `live` (live.py: live.
 
 import argparse
 import json
+import statistics
 import os
 import sys
 
@@ -119,14 +120,18 @@ def replica_writes():
         return None
     rows = data["rows"]
     base = rows[0]["rps"]
+    # Writes per transaction: recorded since commit 918accd; older results have none.
+    batches = all("batch" in run for row in rows for run in row["runs"])
     lines = [
         "| replicas written through | combined req/s | p99 | ÷ one replica "
-        "| CPU per write: all replicas + PostgreSQL (µs) | of which PostgreSQL (µs) |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| CPU per write: all replicas + PostgreSQL (µs) | of which PostgreSQL (µs) |"
+        + (" writes per transaction |" if batches else ""),
+        "|---:|---:|---:|---:|---:|---:|" + ("---:|" if batches else ""),
     ]
     for row in rows:
         lines.append(f"| {row['replicas']} | {number(row['rps'])} | {row['p99Ms']:.1f} ms | {row['rps'] / base:.2f} "
-                     f"| {row['cpuUs']:.0f} | {row['databaseCpuUs']:.0f} |")
+                     f"| {row['cpuUs']:.0f} | {row['databaseCpuUs']:.0f} |"
+                     + (f" {statistics.median(run['batch'] for run in row['runs']):.1f} |" if batches else ""))
     lines += [
         "",
         f"PostgreSQL with fsync {data['fsync']}, {data['books']:,} books, `wrk` with {data['connections']} "
