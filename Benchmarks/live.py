@@ -371,6 +371,15 @@ def run_collection_size(args, books, work):
             "stale": stale, "missing": missing,
         }
         subscriber.reader.close()
+        if args.floor_seconds > 0:
+            # The same writes with no subscriber at all: the storage's and the HTTP path's share of
+            # the CPU per write, so that a rise with the library's size can be told apart from the
+            # live engine's. Measured after the subscriber's run, on the same warm server.
+            time.sleep(1)
+            cpu_before = server.cpu_seconds()
+            floor = run_wrk(server.port, books, args.floor_seconds, args.connections)
+            row["floor_writes_per_s"] = floor["requests"] / floor["seconds"]
+            row["floor_cpu_us_per_write"] = (server.cpu_seconds() - cpu_before) * 1e6 / max(1, floor["requests"])
     finally:
         server.stop()
         remove_database(database)
@@ -382,6 +391,9 @@ def run_collection_size(args, books, work):
            row["rss_max_during_snapshot_mib"], row["rss_after_snapshot_mib"], row["rss_anon_before_snapshot_mib"],
            row["rss_anon_max_during_snapshot_mib"], row["rss_file_before_snapshot_mib"],
            row["rss_file_max_during_snapshot_mib"], row["stale"] + row["missing"]))
+    if "floor_cpu_us_per_write" in row:
+        log("collection %8d books  with no subscriber: %6.0f writes/s  CPU %.0f µs/write"
+            % (books, row["floor_writes_per_s"], row["floor_cpu_us_per_write"]))
     return row
 
 
@@ -399,17 +411,19 @@ def collection_markdown(rows, args):
            if not any(row["stale"] or row["missing"] for row in rows) else "**Some runs ended with stale titles.**"),
         "",
         "| books in L | writes/s | events/s | PATCH→event p50 | p99 | max | server CPU per write (until caught up) "
-        "| snapshot "
+        "| the same writes with no subscriber: CPU per write | snapshot "
         "| RSS before / max while sending / after the snapshot | of which anonymous (before / max) "
         "| file-mapped database (before / max) | stale titles |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
-        lines.append("| %s | %s | %s | %.1f ms | %.1f ms | %.0f ms | %.0f µs (%.0f µs) | %.3f s "
+        floor = "%.0f µs" % row["floor_cpu_us_per_write"] if "floor_cpu_us_per_write" in row else "-"
+        lines.append("| %s | %s | %s | %.1f ms | %.1f ms | %.0f ms | %.0f µs (%.0f µs) | %s | %.3f s "
                      "| %.0f / %.0f / %.0f MiB | %.0f / %.0f MiB | %.0f / %.0f MiB | %d |" % (
             format(row["books"], ","), format(round(row["writes_per_s"]), ","),
             format(round(row["events_per_s"]), ","), row["latency_p50_ms"], row["latency_p99_ms"],
-            row["latency_max_ms"], row["cpu_us_per_write"], row["cpu_caught_up_us_per_write"], row["snapshot_s"], row["rss_before_snapshot_mib"],
+            row["latency_max_ms"], row["cpu_us_per_write"], row["cpu_caught_up_us_per_write"], floor, row["snapshot_s"],
+            row["rss_before_snapshot_mib"],
             row["rss_max_during_snapshot_mib"], row["rss_after_snapshot_mib"], row["rss_anon_before_snapshot_mib"],
             row["rss_anon_max_during_snapshot_mib"], row["rss_file_before_snapshot_mib"],
             row["rss_file_max_during_snapshot_mib"], row["stale"] + row["missing"]))
@@ -463,10 +477,15 @@ def main():
                         help="measure the collection stream /books/events?libraryId=L&fields=title instead; "
                              "writes results/live-collection.{md,json}, never the README")
     parser.add_argument("--seconds", type=int, default=30)
+    parser.add_argument("--floor-seconds", type=int, default=None,
+                        help="--collection: then as long with no subscriber, for the storage's share of the CPU per "
+                             "write (default: --seconds; 0 skips it)")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--server", default=os.path.join(ROOT, ".build", "release", "library-server"))
     parser.add_argument("--no-readme", action="store_true")
     args = parser.parse_args()
+    if args.floor_seconds is None:
+        args.floor_seconds = args.seconds
     if args.sizes is None:
         args.sizes = [100, 100_000, 1_000_000] if args.collection else [100, 10_000, 100_000, 1_000_000]
     work = tempfile.mkdtemp(prefix="library-live.")
