@@ -60,6 +60,9 @@ let package = Package(
         .target(name: "PostgreSQL", dependencies: ["CLibPQ"], swiftSettings: swiftSettings),
         // HTTP/1.1 on non-blocking sockets and epoll. Knows nothing about books.
         .target(name: "HTTPServer", dependencies: ["CSystemLinux"], swiftSettings: swiftSettings + fuzzSettings),
+        // A strict JSON parser and a JSON writer straight into bytes: the API's request and response
+        // bodies, and the change feed's notifications. No dependencies.
+        .target(name: "JSON", swiftSettings: swiftSettings + fuzzSettings),
         // The field table and field values: the model the server and the client share. No dependencies.
         .target(name: "LibraryModel", swiftSettings: swiftSettings),
         // The one parser of text/event-stream, for the client and the tests. No dependencies.
@@ -71,7 +74,7 @@ let package = Package(
         // reads, writes, the change log, and the change feed across replicas.
         .target(
             name: "LibraryStorage",
-            dependencies: ["LibraryDomain", "SQLite", "PostgreSQL", "Digest"],
+            dependencies: ["JSON", "LibraryDomain", "SQLite", "PostgreSQL", "Digest"],
             swiftSettings: swiftSettings,
             plugins: ["EmbedFiles"]
         ),
@@ -85,7 +88,7 @@ let package = Package(
         .target(
             name: "LibraryAPI",
             dependencies: [
-                "HTTPServer", "LibraryDomain", "LiveEngine", "Digest", "ServerSentEvents",
+                "HTTPServer", "JSON", "LibraryDomain", "LiveEngine", "Digest", "ServerSentEvents",
                 .product(name: "Logging", package: "swift-log"),
             ],
             // The console's files are embedded by the EmbedFiles plugin, not compiled or copied as resources.
@@ -178,7 +181,8 @@ let package = Package(
         .testTarget(
             name: "LibraryAPITests",
             dependencies: [
-                "LibraryAPI", "HTTPServer", "LibraryDomain", "LibraryStorage", "LibraryMemoryStore", "LiveEngine",
+                "JSON", "LibraryAPI", "HTTPServer", "LibraryDomain", "LibraryStorage", "LibraryMemoryStore",
+                "LiveEngine",
                 "PostgreSQL", "TestSupport", "CAllocationCounter",
             ],
             swiftSettings: swiftSettings

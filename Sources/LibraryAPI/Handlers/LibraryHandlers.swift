@@ -1,4 +1,5 @@
 import HTTPServer
+import JSON
 import LibraryDomain
 
 extension LibraryAPI {

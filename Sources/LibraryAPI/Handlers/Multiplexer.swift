@@ -1,6 +1,7 @@
 import Digest
 import Dispatch
 import HTTPServer
+import JSON
 import LibraryDomain
 import LiveEngine
 

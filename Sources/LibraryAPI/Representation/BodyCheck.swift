@@ -1,4 +1,5 @@
 import HTTPServer
+import JSON
 
 /// The JSON body path's invariants on arbitrary bytes, for the fuzz target (`Sources/library-fuzz`)
 /// and its regression tests.

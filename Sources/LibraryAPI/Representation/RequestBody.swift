@@ -1,4 +1,5 @@
 import HTTPServer
+import JSON
 import LibraryDomain
 
 /// The members of a JSON object request body, read field by field with every problem collected,

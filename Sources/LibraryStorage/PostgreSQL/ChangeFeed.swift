@@ -196,8 +196,9 @@ final class ChangeFeed: Sendable {
         return complete
     }
 
-    /// Whether the writer's commits wait for changes not yet come.
-    private var ownWaiting: Bool { state.withLock { !$0.takeOwn() } }
+    /// Hands over the writer's commits that now come next; true when some still wait for changes
+    /// not yet come.
+    private func ownStillWaiting() -> Bool { state.withLock { !$0.takeOwn() } }
 
     private var stopping: Bool { state.withLock { $0.stopping } }
 
@@ -232,7 +233,7 @@ final class ChangeFeed: Sendable {
                 guard connection.consumeInput() else { break }
                 if !take(connection.notifications()) { mustRead = true }
                 if stopping { return }
-                guard mustRead || ownWaiting else { continue }
+                guard mustRead || ownStillWaiting() else { continue }
                 // Reads at most one per `readInterval`: under many small commits (replicas taking
                 // turns at the lock commit a few writes each), one read then carries the changes
                 // of several notifications instead of one query each. Notifications that came
@@ -243,7 +244,7 @@ final class ChangeFeed: Sendable {
                     if woken.contains(.read) { mustRead = true }
                     guard connection.consumeInput() else { break }
                     if !take(connection.notifications()) { mustRead = true }
-                    guard mustRead || ownWaiting else { continue }
+                    guard mustRead || ownStillWaiting() else { continue }
                 }
                 lastRead = ContinuousClock.now
                 guard (try? catchUp(connection)) != nil, connection.isOpen else { break }

@@ -1,3 +1,4 @@
+import JSON
 import LibraryDomain
 import SQLite
 
@@ -18,38 +19,24 @@ enum FeedPayload {
 
     static func encode(last: Int, origin: String, rows: [[SQLiteValue]], limit: Int = limit) -> String {
         let head = "\(last) \(origin)"
-        var out: [UInt8] = Array(head.utf8)
         guard !rows.isEmpty else { return head }
-        out.reserveCapacity(min(limit, 256 * rows.count))
-        out += " [".utf8
-        for (index, row) in rows.enumerated() {
-            out += index == 0 ? "[".utf8 : ",[".utf8
-            for (column, value) in row.enumerated() {
-                if column > 0 { out.append(UInt8(ascii: ",")) }
+        var json = JSONWriter(capacity: min(limit, 256 * rows.count))
+        json.beginArray()
+        for row in rows {
+            json.beginArray()
+            for value in row {
                 switch value {
-                case .null: out += "null".utf8
-                case .integer(let number): out += String(number).utf8
+                case .null: json.null()
+                case .integer(let number): json.int(Int(number))
+                case .text(let text): json.string(text)
                 case .real: return head  // no column of the log holds one
-                case .text(let text):
-                    out.append(UInt8(ascii: "\""))
-                    for byte in text.utf8 {
-                        switch byte {
-                        case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                            out += [UInt8(ascii: "\\"), byte]
-                        case 0..<0x20:
-                            out += "\\u00".utf8
-                            out += [hex(byte >> 4), hex(byte & 0xF)]
-                        default: out.append(byte)
-                        }
-                    }
-                    out.append(UInt8(ascii: "\""))
                 }
             }
-            out.append(UInt8(ascii: "]"))
-            if out.count >= limit { return head }
+            json.endArray()
+            if head.utf8.count + 1 + json.bytes.count >= limit { return head }
         }
-        out.append(UInt8(ascii: "]"))
-        return out.count < limit ? String(decoding: out, as: UTF8.self) : head
+        json.endArray()
+        return head + " " + String(decoding: json.bytes, as: UTF8.self)
     }
 
     /// The last id a payload names; nil when it is not one of ours.
@@ -64,105 +51,28 @@ enum FeedPayload {
 
     /// The changes a payload carries; nil when it carries none, or cannot be read.
     static func changes(_ payload: String) -> [CommittedChange]? {
-        var parser = Parser(bytes: Array(payload.utf8))
-        guard parser.skipNumber(), parser.take(UInt8(ascii: " ")), parser.skipToken(), parser.take(UInt8(ascii: " ")),
-            let rows = parser.rows(),
-            parser.position == parser.bytes.count,
-            rows.allSatisfy({ $0.count == ChangeLog.kinds.count }), !rows.isEmpty
+        let parts = payload.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, Int(parts[0]) != nil, !parts[1].isEmpty,
+            case .array(let rows)? = try? JSONParser.parse(Array(parts[2].utf8)), !rows.isEmpty
         else { return nil }
-        return ChangeLog.changes(rows.map { ChangeLog.item(SQLRow(values: $0)) })
-    }
-
-    private static func hex(_ nibble: UInt8) -> UInt8 {
-        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
-    }
-
-    /// Reads what `encode` writes, and nothing else.
-    private struct Parser {
-        let bytes: [UInt8]
-        var position = 0
-
-        mutating func take(_ byte: UInt8) -> Bool {
-            guard position < bytes.count, bytes[position] == byte else { return false }
-            position += 1
-            return true
-        }
-
-        mutating func skipNumber() -> Bool { number() != nil }
-
-        mutating func skipToken() -> Bool {
-            let start = position
-            while position < bytes.count, bytes[position] != UInt8(ascii: " ") { position += 1 }
-            return position > start
-        }
-
-        mutating func number() -> Int64? {
-            let start = position
-            if position < bytes.count, bytes[position] == UInt8(ascii: "-") { position += 1 }
-            while position < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[position]) {
-                position += 1
-            }
-            return Int64(String(decoding: bytes[start..<position], as: UTF8.self))
-        }
-
-        mutating func rows() -> [[SQLiteValue]]? {
-            guard take(UInt8(ascii: "[")) else { return nil }
-            var rows: [[SQLiteValue]] = []
-            repeat {
-                guard take(UInt8(ascii: "[")) else { return nil }
-                var row: [SQLiteValue] = []
-                row.reserveCapacity(ChangeLog.kinds.count)
-                repeat {
-                    guard let value = value() else { return nil }
-                    row.append(value)
-                } while take(UInt8(ascii: ","))
-                guard take(UInt8(ascii: "]")) else { return nil }
-                rows.append(row)
-            } while take(UInt8(ascii: ","))
-            return take(UInt8(ascii: "]")) ? rows : nil
-        }
-
-        mutating func value() -> SQLiteValue? {
-            guard position < bytes.count else { return nil }
-            switch bytes[position] {
-            case UInt8(ascii: "n"):
-                guard bytes[position...].starts(with: "null".utf8) else { return nil }
-                position += 4
-                return .null
-            case UInt8(ascii: "\""):
-                return string().map(SQLiteValue.text)
-            default:
-                return number().map(SQLiteValue.integer)
-            }
-        }
-
-        mutating func string() -> String? {
-            position += 1
-            var out: [UInt8] = []
-            while position < bytes.count {
-                let byte = bytes[position]
-                position += 1
-                switch byte {
-                case UInt8(ascii: "\""):
-                    return String(decoding: out, as: UTF8.self)
-                case UInt8(ascii: "\\"):
-                    guard position < bytes.count else { return nil }
-                    let escaped = bytes[position]
-                    position += 1
-                    if escaped == UInt8(ascii: "u") {
-                        guard position + 4 <= bytes.count,
-                            let code = UInt8(String(decoding: bytes[position..<position + 4], as: UTF8.self), radix: 16)
-                        else { return nil }
-                        out.append(code)
-                        position += 4
-                    } else {
-                        out.append(escaped)
-                    }
-                default:
-                    out.append(byte)
+        var decoded: [(Int, ChangeItem)] = []
+        decoded.reserveCapacity(rows.count)
+        for row in rows {
+            guard case .array(let values) = row, values.count == ChangeLog.kinds.count else { return nil }
+            var columns: [SQLiteValue] = []
+            columns.reserveCapacity(values.count)
+            for value in values {
+                switch value {
+                case .null: columns.append(.null)
+                case .string(let text): columns.append(.text(text))
+                case .number:
+                    guard let number = value.integer else { return nil }
+                    columns.append(.int(number))
+                case .bool, .array, .object: return nil
                 }
             }
-            return nil
+            decoded.append(ChangeLog.item(SQLRow(values: columns)))
         }
+        return ChangeLog.changes(decoded)
     }
 }

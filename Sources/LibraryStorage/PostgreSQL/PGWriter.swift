@@ -195,8 +195,11 @@ final class PGWriter: Sendable {
             // Another replica holds the lock: wait for it, then take what queued meanwhile.
             lockWaits.add(1, ordering: .relaxed)
             let locked = try connection.pipeline([("ROLLBACK", [])] + head + lock)
-            writes += more(Self.maximumBatch - writes.count)
-            fast = pipelining ? Self.fastPaths(writes) : []
+            let extra = more(Self.maximumBatch - writes.count)
+            if pipelining {
+                fast += Self.fastPaths(extra).map { ($0.index + writes.count, $0.sql, $0.values) }
+            }
+            writes += extra
             let ran = fast.isEmpty ? [] : try connection.pipeline(fast.map { ($0.sql, $0.values) })
             return Self.order(writes, latest: locked[locked.count - 1], fast: fast, results: ran[...])
         }

@@ -2,20 +2,20 @@
 ///
 /// Stricter than most on purpose: invalid UTF-8, lone surrogates, duplicate keys and nesting past
 /// `maxDepth` are errors, so no two components can read one body two ways.
-struct JSONParser {
-    struct Failure: Error, Equatable {
-        let message: String
-        let offset: Int
+package struct JSONParser {
+    package struct Failure: Error, Equatable {
+        package let message: String
+        package let offset: Int
     }
 
-    static let maxDepth = 64
+    package static let maxDepth = 64
 
     private let bytes: [UInt8]
     private var index = 0
     private var depth = 0
 
     /// Parses a whole document: one value, surrounded by optional whitespace.
-    static func parse(_ bytes: [UInt8]) throws(Failure) -> JSONValue {
+    package static func parse(_ bytes: [UInt8]) throws(Failure) -> JSONValue {
         var parser = JSONParser(bytes: bytes)
         parser.skipWhitespace()
         let value = try parser.value()

@@ -1,5 +1,5 @@
 /// A parsed JSON value. Objects keep their members in document order.
-enum JSONValue: Sendable, Equatable {
+package enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
     /// The number's text as written, checked against the JSON grammar; converted on demand.
@@ -8,7 +8,7 @@ enum JSONValue: Sendable, Equatable {
     case array([JSONValue])
     case object([(key: String, value: JSONValue)])
 
-    static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+    package static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): true
         case (.bool(let a), .bool(let b)): a == b
@@ -21,7 +21,7 @@ enum JSONValue: Sendable, Equatable {
     }
 
     /// The integer this number denotes, if it is a whole number that fits in an `Int`.
-    var integer: Int? {
+    package var integer: Int? {
         guard case .number(let text) = self else { return nil }
         if let value = Int(text) { return value }
         guard let double = Double(text), double.isFinite, double.rounded() == double, abs(double) < 9e15 else {
@@ -31,7 +31,7 @@ enum JSONValue: Sendable, Equatable {
     }
 
     /// A short name of the value's type, for error messages.
-    var typeName: String {
+    package var typeName: String {
         switch self {
         case .null: "null"
         case .bool: "a boolean"

@@ -1,37 +1,37 @@
 /// Writes JSON text straight into a byte buffer; faster than a generic encoder, and enough for the
 /// few shapes this API sends.
-struct JSONWriter {
-    private(set) var bytes: [UInt8] = []
+package struct JSONWriter {
+    package private(set) var bytes: [UInt8] = []
     private var needsComma = [false]
 
-    init(capacity: Int = 256) {
+    package init(capacity: Int = 256) {
         bytes.reserveCapacity(capacity)
     }
 
-    mutating func beginObject() {
+    package mutating func beginObject() {
         separate()
         bytes.append(UInt8(ascii: "{"))
         needsComma.append(false)
     }
 
-    mutating func endObject() {
+    package mutating func endObject() {
         needsComma.removeLast()
         bytes.append(UInt8(ascii: "}"))
     }
 
-    mutating func beginArray() {
+    package mutating func beginArray() {
         separate()
         bytes.append(UInt8(ascii: "["))
         needsComma.append(false)
     }
 
-    mutating func endArray() {
+    package mutating func endArray() {
         needsComma.removeLast()
         bytes.append(UInt8(ascii: "]"))
     }
 
     /// Writes `"name":`; the value written next belongs to it.
-    mutating func key(_ name: String) {
+    package mutating func key(_ name: String) {
         separate()
         Self.appendString(name, to: &bytes)
         bytes.append(UInt8(ascii: ":"))
@@ -39,36 +39,36 @@ struct JSONWriter {
     }
 
     /// Writes a key already written out as `"name":` (`JSONKeys`).
-    mutating func key(bytes: [UInt8]) {
+    package mutating func key(bytes: [UInt8]) {
         separate()
         self.bytes.append(contentsOf: bytes)
         needsComma[needsComma.count - 1] = false
     }
 
-    mutating func string(_ value: String) {
+    package mutating func string(_ value: String) {
         separate()
         Self.appendString(value, to: &bytes)
     }
 
-    mutating func string(_ value: String?) {
+    package mutating func string(_ value: String?) {
         if let value { string(value) } else { null() }
     }
 
-    mutating func int(_ value: Int) {
+    package mutating func int(_ value: Int) {
         separate()
         bytes.append(contentsOf: String(value).utf8)
     }
 
-    mutating func int(_ value: Int?) {
+    package mutating func int(_ value: Int?) {
         if let value { int(value) } else { null() }
     }
 
-    mutating func bool(_ value: Bool) {
+    package mutating func bool(_ value: Bool) {
         separate()
         bytes.append(contentsOf: (value ? "true" : "false").utf8)
     }
 
-    mutating func null() {
+    package mutating func null() {
         separate()
         bytes.append(contentsOf: "null".utf8)
     }
@@ -83,7 +83,7 @@ struct JSONWriter {
 
     /// Appends `value` as a JSON string literal, escaping quotes, backslashes and control characters.
     /// Runs of bytes that need no escape (nearly all of them) are copied whole.
-    static func appendString(_ value: String, to bytes: inout [UInt8]) {
+    package static func appendString(_ value: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         var value = value
         value.withUTF8 { utf8 in
