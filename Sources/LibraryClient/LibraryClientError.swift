@@ -28,13 +28,17 @@ public enum LibraryClientError: Error, Sendable, Equatable {
 
     init(status: Int, headers: [(String, String)], body: [UInt8]) {
         let problem = try? JSON.decode(body)
-        let detail = problem?["detail"]?.string ?? problem?["title"]?.string ?? "HTTP \(status)"
+        let detail =
+            problem?[ProblemMember.detail.rawValue]?.string ?? problem?[ProblemMember.summary.rawValue]?.string
+            ?? "HTTP \(status)"
         switch status {
         case 404: self = .notFound(detail: detail)
         case 401: self = .unauthorized(detail: detail)
         case 422:
-            let problems = (problem?["errors"]?.array ?? []).map {
-                FieldProblem(field: $0["field"]?.string ?? "", message: $0["message"]?.string ?? "")
+            let problems = (problem?[ProblemMember.errors.rawValue]?.array ?? []).map {
+                FieldProblem(
+                    field: $0[ProblemMember.field.rawValue]?.string ?? "",
+                    message: $0[ProblemMember.message.rawValue]?.string ?? "")
             }
             self = .validation(problems.isEmpty ? [FieldProblem(field: "", message: detail)] : problems)
         case 503:

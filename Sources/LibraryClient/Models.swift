@@ -162,6 +162,7 @@ func percentEncoded(_ text: String) -> String {
 }
 
 /// The changes a write makes, written with the model's own property names:
+/// `client.createBook { $0.libraryId = id; $0.title = "Dune" }`,
 /// `client.update(book) { $0.title = "Dune" }`. Only fields set here are sent (a merge patch).
 @MainActor
 @dynamicMemberLookup

@@ -9,12 +9,13 @@ extension LibraryClient {
         try await create("/libraries", fill, model: libraryModel)
     }
 
-    /// Creates a book: `try await client.createBook { $0.libraryId = id; $0.title = "Dune" }`.
+    /// Creates a book from the fields `fill` sets (`Changes` shows how).
     public func createBook(_ fill: (inout Changes<Book>) -> Void) async throws(LibraryClientError) -> Book {
         try await create("/books", fill, model: bookModel)
     }
 
-    /// Changes a book: `try await client.update(book) { $0.title = "Dune" }`. See `update(_:_:)` for libraries.
+    /// Changes a book: sends the fields `change` sets (`Changes` shows how). See `update(_:_:)` for
+    /// libraries.
     public func update(_ book: Book, _ change: (inout Changes<Book>) -> Void) async throws(LibraryClientError) {
         var changes = Changes(model: book, storage: book.storage)
         change(&changes)

@@ -1,4 +1,5 @@
 import HTTPServer
+import JSON
 import LibraryDomain
 import LiveEngine
 
@@ -10,7 +11,7 @@ extension LibraryAPI {
         let query = try QueryParameters(exchange.request.query)
         let watches = query.watches
         guard !watches.isEmpty else {
-            throw .badRequest("Give at least one watch, such as /events?watch=/books/{id}?fields=title.")
+            throw .badRequest("Give at least one watch, such as /events?watch=/libraries/{id}?fields=name.")
         }
         guard watches.count <= Multiplexer.maxWatches else {
             throw .badRequest(
@@ -166,7 +167,7 @@ extension LibraryAPI {
     /// A watch: the path and query of a single stream without its `/events` suffix.
     static func watchRequest(_ watch: String) throws(APIError) -> SubscriptionRequest {
         guard watch.hasPrefix("/") else {
-            throw badWatch(watch, "is not a stream's path; a watch looks like /books/{id}?fields=title.")
+            throw badWatch(watch, "is not a stream's path; a watch looks like /libraries/{id}?fields=name.")
         }
         let pieces = watch.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         let route: Route

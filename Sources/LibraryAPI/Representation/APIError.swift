@@ -1,5 +1,7 @@
 import HTTPServer
+import JSON
 import LibraryDomain
+import LibraryModel
 
 /// An error answered as `application/problem+json` (RFC 9457).
 ///
@@ -73,29 +75,29 @@ struct APIError: Error, Sendable {
     var response: HTTPResponse {
         var json = JSONWriter()
         json.beginObject()
-        json.key("type")
+        json.key(ProblemMember.type.rawValue)
         json.string(type)
-        json.key("title")
+        json.key(ProblemMember.summary.rawValue)
         json.string(status.reason)
-        json.key("status")
+        json.key(ProblemMember.status.rawValue)
         json.int(status.code)
-        json.key("detail")
+        json.key(ProblemMember.detail.rawValue)
         json.string(detail)
         if !errors.isEmpty {
-            json.key("errors")
+            json.key(ProblemMember.errors.rawValue)
             json.beginArray()
             for error in errors {
                 json.beginObject()
-                json.key("field")
+                json.key(ProblemMember.field.rawValue)
                 json.string(error.field)
-                json.key("message")
+                json.key(ProblemMember.message.rawValue)
                 json.string(error.message)
                 json.endObject()
             }
             json.endArray()
         }
         if errorsOmitted > 0 {
-            json.key("errorsOmitted")
+            json.key(ProblemMember.errorsOmitted.rawValue)
             json.int(errorsOmitted)
         }
         json.endObject()

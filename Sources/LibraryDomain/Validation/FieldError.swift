@@ -1,6 +1,6 @@
 /// What is wrong with one field of a request body.
 @usableFromInline package struct FieldError: Sendable, Equatable {
-    /// The field's JSON name (`title`, `name`).
+    /// The field's JSON name, as the field table has it (`name`, say).
     package var field: String
     /// A sentence fragment saying what the field must be.
     package var message: String
