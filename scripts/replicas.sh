@@ -20,7 +20,7 @@
 # SIGUSR1 then means a failover: the primary killed with SIGKILL (postmaster and backends), the
 # standby promoted --down seconds later (default 1), pgbouncer pointed at it and reloaded, as a
 # failover manager would. The driver checks every acknowledged write against the new primary
-# directly and reports the longest 503 window and the time until live events flow again.
+# directly and reports the longest wait for a write (503s or held) and the time until live events flow again.
 #
 # Usage: scripts/replicas.sh [--seconds N | --short] [--sqlite | --failover [--kill-during-failover]]
 #                            [--down S] [-- DRIVER OPTIONS]
