@@ -16,20 +16,15 @@ final class Audience {
     var isEmpty: Bool { count == 0 }
     var subscribers: some Sequence<Subscriber> { groups.values.lazy.flatMap(\.values) }
 
-    /// Adds `subscriber`; returns the book fields nobody here wanted before (to start tracking them).
-    func add(_ subscriber: Subscriber) -> Set<BookField> {
+    /// Adds `subscriber`, counting the fields it wants.
+    func add(_ subscriber: Subscriber) {
         let request = subscriber.request
         groups[request.shape, default: [:]][subscriber.id] = subscriber
         count += 1
-        var new: Set<BookField> = []
         let wantsBookFields = request.target.isBook || request.members
-        for field in request.bookFields where wantsBookFields {
-            if bookFields[field, default: 0] == 0 { new.insert(field) }
-            bookFields[field, default: 0] += 1
-        }
+        for field in request.bookFields where wantsBookFields { bookFields[field, default: 0] += 1 }
         for field in request.libraryFields where !request.target.isBook { libraryFields[field, default: 0] += 1 }
         if request.members { members += 1 }
-        return new
     }
 
     /// Removes the subscriber `id`, if it is here, and returns it.

@@ -60,9 +60,13 @@ package final class LiveBook {
     }
 
     /// Tracks each of `fields` not tracked yet; `changed` hears of the first change of each.
-    func track(_ fields: Set<BookField>, changed: @escaping @LiveActor (LiveBook, BookField) -> Void) {
+    /// Returns how many trackers it armed.
+    @discardableResult
+    func track(_ fields: Set<BookField>, changed: @escaping @LiveActor (LiveBook, BookField) -> Void) -> Int {
+        var count = 0
         for field in fields where field != .id && !armed.contains(field) {
             armed.insert(field)
+            count += 1
             // Unowned, not weak: the tracker lives in this model's own registrar, so it can only
             // fire while the model is alive, and a weak reference would give every model a side
             // table, making each retain of it (a million for a big snapshot) take the slow path.
@@ -71,5 +75,6 @@ package final class LiveBook {
                 changed(self, field)
             }
         }
+        return count
     }
 }

@@ -18,6 +18,10 @@ package final class LiveCounters: Sendable {
     /// materialized, per resource whose events were built, per event delivered. Tests read it to
     /// check that a change costs work for what it touched only, not for a whole library.
     package let applyWork = Atomic<Int>(0)
+    /// Observation trackers armed on models since start (each fires once, then is armed again at
+    /// the model's next change). Tests read it to check that a library's members are not armed
+    /// until they change.
+    package let trackersArmed = Atomic<Int>(0)
 
     /// Committed changes not yet published.
     package var lag: Int {

@@ -20,7 +20,7 @@ extension LiveHub {
             audiences[request.target] = Audience()
             collectionAudiences += 1
         }
-        _ = audiences[request.target]!.add(subscriber)
+        audiences[request.target]!.add(subscriber)
         updateInbox()  // before any read, so that no commit the read misses skips the live side
         if let after = request.resumeAfter, after <= appliedSeq, after >= appliedSeq - store.history {
             resume(subscriber, after: after, stateSeq: appliedSeq, model: nil)

@@ -175,12 +175,9 @@ extension LiveHub {
         catchingUp later: [(seq: Int, item: ChangeItem)]
     ) -> Model? {
         if let existing = libraries[record.id] { return .library(existing) }
-        var fresh: Set<String> = []
-        let live = members.map { member in
-            if let existing = books[member.id] { return existing }
-            fresh.insert(member.id)
-            return LiveBook(member, seq: seq)
-        }
+        // A member not in `books` yet is fresh: read now, so the changes since the read apply to it
+        // (the others are live models, already up to date). Fresh ones join `books` at the end.
+        let live = members.map { books[$0.id] ?? LiveBook($0, seq: seq) }
         let library = LiveLibrary(record, members: live, seq: seq)
         for (_, item) in later {
             switch item {
@@ -191,15 +188,14 @@ extension LiveHub {
                 if deleted || book.library != library.id {
                     library.remove(book.id)
                 } else if let member = library.members[book.id] {
-                    if fresh.contains(book.id) { member.update(book) }
+                    if books[book.id] == nil { member.update(book) }
                 } else {
-                    let member = books[book.id] ?? LiveBook(book, seq: seq)
-                    if books[book.id] == nil { fresh.insert(book.id) }
-                    library.add(member)
+                    library.add(books[book.id] ?? LiveBook(book, seq: seq))
                 }
             }
         }
-        for member in library.members.values where fresh.contains(member.id) { books[member.id] = member }
+        books.reserveCapacity(books.count + library.members.count)
+        for member in library.members.values where books[member.id] == nil { books[member.id] = member }
         libraries[record.id] = library
         return .library(library)
     }
@@ -212,50 +208,12 @@ extension LiveHub {
         waiter.outcome(.subscribed)
         let audience = audiences[request.target] ?? Audience()
         audiences[request.target] = audience
-        let newFields = audience.add(subscriber)
+        audience.add(subscriber)
         switch model {
-        case .book(let book):
-            track(book)
-        case .library(let library):
-            track(library)
-            if !newFields.isEmpty {
-                // Members start being tracked for a field the first time somebody asks for it: a
-                // pass over every member, made in batches so that other subscribers' changes go
-                // out in between. This subscriber's first event waits for the last batch; what it
-                // would have been sent meanwhile is older than that event, so it is dropped.
-                subscriber.held = Subscriber.Held()
-                arm(Array(library.members.values), from: 0, of: library) {
-                    let delete = subscriber.held?.delete
-                    subscriber.held = nil
-                    if let delete {
-                        // Deleted while its members were armed: that is all there is to send.
-                        subscriber.deliver(delete)
-                        return subscriber.sink.settled(through: delete.seq)
-                    }
-                    guard !subscriber.removed else { return }
-                    self.start(subscriber, model: model)
-                }
-                return
-            }
+        case .book(let book): track(book)
+        case .library(let library): track(library)
         }
         start(subscriber, model: model)
-    }
-
-    /// How many members one turn of the live actor starts tracking.
-    static let armingBatch = 4_096
-
-    private func arm(
-        _ members: [LiveBook],
-        from start: Int,
-        of library: LiveLibrary,
-        then done: @escaping @LiveActor () -> Void
-    ) {
-        let end = min(members.count, start + Self.armingBatch)
-        if libraries[library.id] === library {
-            for book in members[start..<end] where library.members[book.id] === book { track(book) }
-        }
-        guard end < members.count else { return done() }
-        LiveActor.enqueue { self.arm(members, from: end, of: library, then: done) }
     }
 
     /// Sends a new subscriber its first events: a snapshot, or what it missed since its id.

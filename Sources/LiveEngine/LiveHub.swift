@@ -153,6 +153,10 @@ package final class LiveHub {
         }
         if let model {
             counters.applyWork.add(1, ordering: .relaxed)
+            // Armed here, at its first change, not when somebody asked for its fields: a library of
+            // a million members then costs its subscribers no tracker for each member that never
+            // changes (arming them all took about 5 s and 1 KiB each at that size).
+            track(model)
             model.update(record)
         }
         if let library = libraries[record.library], library.baseSeq < seq, library.members[id] == nil {
@@ -201,7 +205,8 @@ package final class LiveHub {
             fields.formUnion(demand.keys)
         }
         guard !fields.isEmpty else { return }
-        book.track(fields) { [unowned self] in bookChanged($0, $1) }
+        let armed = book.track(fields) { [unowned self] in bookChanged($0, $1) }
+        counters.trackersArmed.add(armed, ordering: .relaxed)
     }
 
     func track(_ library: LiveLibrary) {
@@ -255,10 +260,7 @@ package final class LiveHub {
             }
             drop(library)
         }
-        for book in dirtyBooks {
-            book.dirty = []
-            if books[book.id] === book { track(book) }
-        }
+        for book in dirtyBooks { book.dirty = [] }  // re-armed at its next change
         for library in touchedLibraries {
             library.dirty = []
             library.joined = []

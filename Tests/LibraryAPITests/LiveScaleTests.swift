@@ -53,6 +53,36 @@ import Testing
         #expect(live.hub.counters.applyWork.load(ordering: .relaxed) - before <= 8)
     }
 
+    @Test func membersOfAWatchedLibrary_AreArmedAtTheirFirstChangeNotWhenItIsWatched() throws {
+        let live = try LiveServer()
+        let library = try live.createLibrary()
+        let ids = try Self.fill(live, library: library, count: 5_000)
+        let armed = { live.hub.counters.trackersArmed.load(ordering: .relaxed) }
+        let before = armed()
+        let titles = try live.events("/libraries/\(library)/events?fields=books.title")
+        #expect((try #require(try titles.next(timeout: 20_000)).json["books"] as? [Any])?.count == 5_000)
+        #expect(armed() - before == 0, "joining armed a tracker per member")
+
+        // A second subscriber wants another field: still nothing armed up front.
+        let authors = try live.events("/libraries/\(library)/events?fields=books.author")
+        #expect((try #require(try authors.next(timeout: 20_000)).json["books"] as? [Any])?.count == 5_000)
+        #expect(armed() - before == 0)
+
+        // A member's first change arms it for both fields before it is applied, so the change of
+        // either field is heard, by the subscribers who asked for it only.
+        let patch = try live.request("PATCH", "/books/\(ids[42])", body: #"{"author":"Le Guin"}"#)
+        #expect(patch.status == 200)
+        let event = try #require(try authors.next())
+        let changed = (event.json["books"] as? [String: Any])?["changed"] as? [[String: Any]]
+        #expect(changed?.first?["id"] as? String == ids[42] && changed?.first?["author"] as? String == "Le Guin")
+        #expect(armed() - before == 2, "one member, two watched fields")
+        #expect(try live.request("PATCH", "/books/\(ids[42])", body: #"{"title":"Lathe"}"#).status == 200)
+        let title = try #require(try titles.next())
+        let retitled = (title.json["books"] as? [String: Any])?["changed"] as? [[String: Any]]
+        #expect(retitled?.first?["id"] as? String == ids[42] && retitled?.first?["title"] as? String == "Lathe")
+        #expect(authors.drain(quiet: 300).isEmpty, "an author subscriber hears nothing of a title")
+    }
+
     @Test func resumingAcrossTheDeletionOfABook_GetsTheDeleteThenTheStreamEnds() throws {
         let live = try LiveServer()
         let library = try live.createLibrary()
