@@ -23,7 +23,8 @@ package final class LiveBook {
     /// The change that made it a member of its library: it is `added` there, not `changed`.
     @ObservationIgnored var joinedSeq = 0
 
-    init(_ record: BookRecord, seq: Int) {
+    /// Nonisolated, so that a library's members can be made off the live actor (`LoadedMembers`).
+    nonisolated init(_ record: BookRecord, seq: Int) {
         self.record = record
         baseSeq = seq
     }
@@ -76,5 +77,33 @@ package final class LiveBook {
             }
         }
         return count
+    }
+}
+
+/// The models of a library's members as a load read them, made on the reader's thread rather than
+/// on the live actor: a million of them take about a second to allocate and index, which the live
+/// actor would otherwise spend with every other stream waiting.
+struct LoadedMembers: Sendable {
+    /// In insertion order, as the read returned them.
+    let ordered: [LiveBook]
+    let byID: [String: LiveBook]
+
+    /// Nothing for anything but a library that was found.
+    static let none = LoadedMembers(ordered: [], byID: [:])
+
+    private init(ordered: [LiveBook], byID: [String: LiveBook]) {
+        self.ordered = ordered
+        self.byID = byID
+    }
+
+    init(_ result: Result<LoadedState, StoreError>) {
+        guard case .success(let state) = result, case .library(_, let records)? = state.resource else {
+            self = .none
+            return
+        }
+        let ordered = records.map { LiveBook($0, seq: state.seq) }
+        var byID = [String: LiveBook](minimumCapacity: ordered.count)
+        for (record, book) in zip(records, ordered) { byID[record.id] = book }  // ids are unique
+        self.init(ordered: ordered, byID: byID)
     }
 }

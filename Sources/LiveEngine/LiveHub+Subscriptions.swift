@@ -99,7 +99,8 @@ extension LiveHub {
             loads[target] = load
             updateInbox()  // before the read starts, so no commit it misses skips the live side
             store.load(target) { result in
-                LiveActor.enqueue { self.loaded(target, result) }
+                let members = LoadedMembers(result)  // here, on the reader's thread
+                LiveActor.enqueue { self.loaded(target, result, members: members) }
             }
         }
     }
@@ -125,7 +126,7 @@ extension LiveHub {
         }
     }
 
-    private func loaded(_ target: LiveTarget, _ result: Result<LoadedState, StoreError>) {
+    private func loaded(_ target: LiveTarget, _ result: Result<LoadedState, StoreError>, members: LoadedMembers) {
         guard let load = loads.removeValue(forKey: target) else { return }
         defer { updateInbox() }
         let state: LoadedState
@@ -144,7 +145,7 @@ extension LiveHub {
             model = nil
         case .book(let record):
             model = book(record, at: state.seq, catchingUp: later)
-        case .library(let record, let members):
+        case .library(let record, _):
             model = library(record, members: members, at: state.seq, catchingUp: later)
         }
         guard let model else {
@@ -170,15 +171,24 @@ extension LiveHub {
     /// deleted since).
     private func library(
         _ record: LibraryRecord,
-        members: [BookRecord],
+        members loaded: LoadedMembers,
         at seq: Int,
         catchingUp later: [(seq: Int, item: ChangeItem)]
     ) -> Model? {
         if let existing = libraries[record.id] { return .library(existing) }
-        // A member not in `books` yet is fresh: read now, so the changes since the read apply to it
-        // (the others are live models, already up to date). Fresh ones join `books` at the end.
-        let live = members.map { books[$0.id] ?? LiveBook($0, seq: seq) }
-        let library = LiveLibrary(record, members: live, seq: seq)
+        // A member already live (watched itself, or in another library) keeps its model, which is
+        // up to date; the others are fresh, as read, so the changes since the read apply to them.
+        // Fresh ones join `books` at the end.
+        var ordered = loaded.ordered
+        var byID = loaded.byID
+        if !books.isEmpty {
+            let live = ordered.indices.compactMap { index in books[ordered[index].id].map { (index, $0) } }
+            for (index, model) in live {
+                ordered[index] = model
+                byID[model.id] = model
+            }
+        }
+        let library = LiveLibrary(record, members: byID, ordered: ordered, seq: seq)
         for (_, item) in later {
             switch item {
             case .library(let latest, _, let deleted):
@@ -194,8 +204,9 @@ extension LiveHub {
                 }
             }
         }
+        // Each member is either the model `books` holds or fresh: assigning needs no lookup first.
         books.reserveCapacity(books.count + library.members.count)
-        for member in library.members.values where books[member.id] == nil { books[member.id] = member }
+        for member in library.members.values { books[member.id] = member }
         libraries[record.id] = library
         return .library(library)
     }

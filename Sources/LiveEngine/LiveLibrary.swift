@@ -30,11 +30,12 @@ package final class LiveLibrary {
     /// The latest snapshot event per shape, shared by subscribers that join before the next change.
     @ObservationIgnored var snapshots: [SubscriptionRequest.Shape: LiveEvent] = [:]
 
-    init(_ record: LibraryRecord, members: [LiveBook], seq: Int) {
+    /// `members` by id, and in insertion order (`ordered`).
+    init(_ record: LibraryRecord, members: [String: LiveBook], ordered: [LiveBook], seq: Int) {
         self.record = record
-        self.members = Dictionary(members.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        self.members = members
         baseSeq = seq
-        ordered = members
+        self.ordered = ordered
     }
 
     package var id: String { record.id }
