@@ -80,30 +80,32 @@ package final class LiveBook {
     }
 }
 
-/// The models of a library's members as a load read them, made on the reader's thread rather than
-/// on the live actor: a million of them take about a second to allocate and index, which the live
-/// actor would otherwise spend with every other stream waiting.
-struct LoadedMembers: Sendable {
+/// The models of a library's members as a load read them, made off the live actor: a million of
+/// them take about a second to allocate and index, which the live actor would otherwise spend with
+/// every other stream waiting.
+///
+/// A box made on one thread and handed once to the live actor, which `take`s its contents: what it
+/// takes is then the only reference to that storage, so the catch-up's first change to the
+/// membership does not copy a million entries.
+final class LoadedMembers: @unchecked Sendable {  // written before the handover, taken once after it
     /// In insertion order, as the read returned them.
-    let ordered: [LiveBook]
-    let byID: [String: LiveBook]
+    private var ordered: [LiveBook] = []
+    private var byID: [String: LiveBook] = [:]
 
-    /// Nothing for anything but a library that was found.
-    static let none = LoadedMembers(ordered: [], byID: [:])
-
-    private init(ordered: [LiveBook], byID: [String: LiveBook]) {
-        self.ordered = ordered
-        self.byID = byID
+    /// Makes the models, for a library that was found (nothing for anything else).
+    init(_ result: Result<LoadedState, StoreError>) {
+        guard case .success(let state) = result, case .library(_, let records)? = state.resource else { return }
+        ordered = records.map { LiveBook($0, seq: state.seq) }
+        byID.reserveCapacity(ordered.count)
+        for (record, book) in zip(records, ordered) { byID[record.id] = book }  // ids are unique
     }
 
-    init(_ result: Result<LoadedState, StoreError>) {
-        guard case .success(let state) = result, case .library(_, let records)? = state.resource else {
-            self = .none
-            return
+    /// The models in insertion order and by id; the box is empty afterwards.
+    func take() -> (ordered: [LiveBook], byID: [String: LiveBook]) {
+        defer {
+            ordered = []
+            byID = [:]
         }
-        let ordered = records.map { LiveBook($0, seq: state.seq) }
-        var byID = [String: LiveBook](minimumCapacity: ordered.count)
-        for (record, book) in zip(records, ordered) { byID[record.id] = book }  // ids are unique
-        self.init(ordered: ordered, byID: byID)
+        return (ordered, byID)
     }
 }

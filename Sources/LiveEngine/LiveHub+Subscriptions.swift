@@ -1,3 +1,4 @@
+import Dispatch
 import LibraryDomain
 
 /// Opening and closing subscriptions: loading a resource once for all its first subscribers,
@@ -99,8 +100,12 @@ extension LiveHub {
             loads[target] = load
             updateInbox()  // before the read starts, so no commit it misses skips the live side
             store.load(target) { result in
-                let members = LoadedMembers(result)  // here, on the reader's thread
-                LiveActor.enqueue { self.loaded(target, result, members: members) }
+                // The models are made on a queue of their own, not the reader's (with `:memory:`
+                // that is the writer's, whose commits would wait).
+                DispatchQueue.global(qos: .userInitiated).async {
+                    let members = LoadedMembers(result)
+                    LiveActor.enqueue { self.loaded(target, result, members: members) }
+                }
             }
         }
     }
@@ -176,17 +181,17 @@ extension LiveHub {
         catchingUp later: [(seq: Int, item: ChangeItem)]
     ) -> Model? {
         if let existing = libraries[record.id] { return .library(existing) }
-        // A member already live (watched itself, or in another library) keeps its model, which is
-        // up to date; the others are fresh, as read, so the changes since the read apply to them.
-        // Fresh ones join `books` at the end.
-        var ordered = loaded.ordered
-        var byID = loaded.byID
-        if !books.isEmpty {
-            let live = ordered.indices.compactMap { index in books[ordered[index].id].map { (index, $0) } }
-            for (index, model) in live {
-                ordered[index] = model
-                byID[model.id] = model
-            }
+        // A member already live (watched itself) keeps its model, which is up to date; the others
+        // are fresh, as read, so the changes since the read apply to them. Fresh ones join `books`
+        // at the end. The live ones are found from the smaller side.
+        var (ordered, byID) = loaded.take()
+        let live: [LiveBook] =
+            books.count < byID.count
+            ? books.values.filter { byID[$0.id] != nil }
+            : byID.keys.compactMap { books[$0] }
+        if !live.isEmpty {
+            for model in live { byID[model.id] = model }
+            ordered = ordered.map { byID[$0.id]! }
         }
         let library = LiveLibrary(record, members: byID, ordered: ordered, seq: seq)
         for (_, item) in later {
@@ -205,7 +210,7 @@ extension LiveHub {
             }
         }
         // Each member is either the model `books` holds or fresh: assigning needs no lookup first.
-        books.reserveCapacity(books.count + library.members.count)
+        books.reserveCapacity(books.count + library.members.count - live.count)
         for member in library.members.values { books[member.id] = member }
         libraries[record.id] = library
         return .library(library)

@@ -81,6 +81,24 @@ import Testing
         let retitled = (title.json["books"] as? [String: Any])?["changed"] as? [[String: Any]]
         #expect(retitled?.first?["id"] as? String == ids[42] && retitled?.first?["title"] as? String == "Lathe")
         #expect(authors.drain(quiet: 300).isEmpty, "an author subscriber hears nothing of a title")
+
+        // The same field changed again: its tracker, fired by the first change, was armed again
+        // at the second (one per member and field at any time).
+        #expect(try live.request("PATCH", "/books/\(ids[42])", body: #"{"author":"Ursula"}"#).status == 200)
+        let again = try #require(try authors.next())
+        let reauthored = (again.json["books"] as? [String: Any])?["changed"] as? [[String: Any]]
+        #expect(reauthored?.first?["author"] as? String == "Ursula")
+        #expect(armed() - before == 4, "author, title; author again at the title's change; title again")
+
+        // A member also watched directly: one model, heard by its own subscriber and the library's.
+        let book = try live.events("/books/\(ids[7])/events?fields=title")
+        #expect(try #require(try book.next()).event == "snapshot")
+        #expect(try live.request("PATCH", "/books/\(ids[7])", body: #"{"title":"Tehanu"}"#).status == 200)
+        #expect(try #require(try book.next()).json["title"] as? String == "Tehanu")
+        let member = try #require(try titles.next())
+        let memberChanged = (member.json["books"] as? [String: Any])?["changed"] as? [[String: Any]]
+        #expect(
+            memberChanged?.first?["id"] as? String == ids[7] && memberChanged?.first?["title"] as? String == "Tehanu")
     }
 
     @Test func resumingAcrossTheDeletionOfABook_GetsTheDeleteThenTheStreamEnds() throws {
