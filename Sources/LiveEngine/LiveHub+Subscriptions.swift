@@ -237,9 +237,7 @@ extension LiveHub {
         let request = subscriber.request
         let stateSeq = max(appliedSeq, model.baseSeq)
         guard let after = request.resumeAfter, after <= stateSeq, after >= stateSeq - store.history else {
-            subscriber.deliver(snapshot(of: model, request.shape, seq: stateSeq))
-            subscriber.sink.settled(through: stateSeq)
-            return
+            return sendSnapshot(of: model, to: subscriber, seq: stateSeq)
         }
         resume(subscriber, after: after, stateSeq: stateSeq, model: model)
     }
@@ -301,10 +299,7 @@ extension LiveHub {
                 return subscriber.sink.settled(through: delete.seq)
             }
             guard let model else { return sendSnapshot(to: subscriber) }
-            let seq = max(appliedSeq, model.baseSeq)
-            subscriber.deliver(snapshot(of: model, subscriber.request.shape, seq: seq))
-            subscriber.sink.settled(through: seq)
-            return
+            return sendSnapshot(of: model, to: subscriber, seq: max(appliedSeq, model.baseSeq))
         }
         subscriber.release(after: events)
         subscriber.sink.settled(through: stateSeq)
@@ -370,28 +365,39 @@ extension LiveHub {
         }
     }
 
-    private func snapshot(of model: Model, _ shape: SubscriptionRequest.Shape, seq: Int) -> LiveEvent {
+    /// Sends `subscriber` the state of `model` at `seq`: a snapshot, or a kept one and the change
+    /// since (`KeptSnapshots`).
+    private func sendSnapshot(of model: Model, to subscriber: Subscriber, seq: Int) {
+        let shape = subscriber.request.shape
         switch model {
         case .book(let book):
             var event = LiveEvent(kind: .snapshot, seq: seq, id: book.id)
             event.bookFields = ResourceDelta.values(shape.bookFields) { book[$0] }
-            return event
+            subscriber.deliver(event)
         case .library(let library):
-            // Unchanged since an earlier subscriber's snapshot: the same event (and encoding), with
-            // its id, which is still exact: no change since touched this library.
-            if let shared = library.snapshots[shape] { return shared }
-            var event = LiveEvent(kind: .snapshot, seq: seq, id: library.id)
-            event.libraryFields = ResourceDelta.values(shape.libraryFields) { library[$0] }
-            if shape.members {
-                let members = library.orderedMembers()
-                let fields = BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) }
-                var table = LiveEvent.MemberTable(fields: fields, capacity: members.count)
-                for book in members { table.append(book.id, fields) { book[$0] } }
-                event.members = table
+            if let kept = library.snapshots[shape] {
+                subscriber.deliver(kept)
+                if let change = library.snapshots.catchUp(library, to: seq, for: shape) { subscriber.deliver(change) }
+            } else {
+                let event = snapshot(of: library, shape, seq: seq)
+                library.snapshots.keep(event, for: shape)
+                subscriber.deliver(event)
             }
-            library.snapshots[shape] = event
-            return event
         }
+        subscriber.sink.settled(through: seq)
+    }
+
+    private func snapshot(of library: LiveLibrary, _ shape: SubscriptionRequest.Shape, seq: Int) -> LiveEvent {
+        var event = LiveEvent(kind: .snapshot, seq: seq, id: library.id)
+        event.libraryFields = ResourceDelta.values(shape.libraryFields) { library[$0] }
+        if shape.members {
+            let members = library.orderedMembers()
+            let fields = BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) }
+            var table = LiveEvent.MemberTable(fields: fields, capacity: members.count)
+            for book in members { table.append(book.id, fields) { book[$0] } }
+            event.members = table
+        }
+        return event
     }
 
     /// Forgets a subscriber whose stream ended, and the models nobody watches any more.
@@ -400,8 +406,8 @@ extension LiveHub {
         forget(subscriber)
         subscriber.remove()
         if case .library(let libraryID) = target {
-            // Its fields may no longer be tracked: a kept snapshot could go stale.
-            libraries[libraryID]?.snapshots = [:]
+            // The fields of a shape nobody has any more may no longer be observed.
+            libraries[libraryID]?.snapshots.keep(only: audience.groups.keys)
         }
         guard audience.isEmpty else { return }
         audiences[target] = nil

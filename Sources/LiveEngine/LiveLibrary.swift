@@ -27,8 +27,8 @@ package final class LiveLibrary {
     @ObservationIgnored var touched = false
     /// The members in insertion order, until the membership next changes.
     @ObservationIgnored private var ordered: [LiveBook]?
-    /// The latest snapshot event per shape, shared by subscribers that join before the next change.
-    @ObservationIgnored var snapshots: [SubscriptionRequest.Shape: LiveEvent] = [:]
+    /// Snapshot events kept for later subscribers, and what changed since they were taken.
+    @ObservationIgnored var snapshots = KeptSnapshots()
 
     /// `members` by id, and in insertion order (`ordered`).
     init(_ record: LibraryRecord, members: [String: LiveBook], ordered: [LiveBook], seq: Int) {

@@ -163,24 +163,29 @@ final class CollectionModel {
         let libraryFieldNames = ["name", "address", "bookCount", "version", "updatedAt"]
 
         var subscribers: [SubscriberModel] = []
+        /// Opens a library stream with random fields, or those of `shape`.
+        func subscribeToLibrary(like shape: SubscriberModel? = nil) throws -> SubscriberModel {
+            let id = shape?.id ?? libraryIDs.randomElement(using: &random)!
+            var fields = Set(libraryFieldNames.filter { _ in Bool.random(using: &random) })
+            var memberFields = Set(["title", "author", "available"].filter { _ in Bool.random(using: &random) })
+            var members = !memberFields.isEmpty || Bool.random(using: &random)
+            if let shape { (fields, memberFields, members) = (shape.fields, shape.memberFields, shape.members) }
+            var names = Array(fields)
+            if members { names.append("books") }
+            names += memberFields.map { "books.\($0)" }
+            if names.isEmpty { names = ["name"] }
+            let stream = try live.events("/libraries/\(id)/events?fields=\(names.joined(separator: ","))")
+            let model = SubscriberModel(
+                stream: stream, isLibrary: true, id: id, fields: fields.isEmpty && !members ? ["name"] : fields,
+                memberFields: memberFields, members: members
+            )
+            model.apply(try #require(try stream.next()))
+            return model
+        }
         for _ in 0..<16 {
             let isLibrary = Bool.random(using: &random)
             if isLibrary {
-                let id = libraryIDs.randomElement(using: &random)!
-                let fields = Set(libraryFieldNames.filter { _ in Bool.random(using: &random) })
-                let memberFields = Set(["title", "author", "available"].filter { _ in Bool.random(using: &random) })
-                let members = !memberFields.isEmpty || Bool.random(using: &random)
-                var names = Array(fields)
-                if members { names.append("books") }
-                names += memberFields.map { "books.\($0)" }
-                if names.isEmpty { names = ["name"] }
-                let stream = try live.events("/libraries/\(id)/events?fields=\(names.joined(separator: ","))")
-                let model = SubscriberModel(
-                    stream: stream, isLibrary: true, id: id, fields: fields.isEmpty && !members ? ["name"] : fields,
-                    memberFields: memberFields, members: members
-                )
-                model.apply(try #require(try stream.next()))
-                subscribers.append(model)
+                subscribers.append(try subscribeToLibrary())
             } else {
                 let id = bookIDs.randomElement(using: &random)!
                 var fields = Set(bookFieldNames.filter { _ in Bool.random(using: &random) })
@@ -232,6 +237,16 @@ final class CollectionModel {
         }
 
         for step in 0..<80 {
+            // Subscribers join while the writes go on, half of them asking what an earlier one
+            // asked (a kept snapshot and the change since), and some leave.
+            if step % 5 == 4 {
+                let libraries = subscribers.filter(\.isLibrary)
+                let like = Bool.random(using: &random) ? libraries.randomElement(using: &random) : nil
+                subscribers.append(try subscribeToLibrary(like: like))
+            }
+            if step % 16 == 15, let leaving = subscribers.indices.randomElement(using: &random) {
+                subscribers.remove(at: leaving)  // its connection closes
+            }
             let book = bookIDs.randomElement(using: &random)!
             switch Int.random(in: 0..<10, using: &random) {
             case 0:

@@ -101,6 +101,76 @@ import Testing
             memberChanged?.first?["id"] as? String == ids[7] && memberChanged?.first?["title"] as? String == "Tehanu")
     }
 
+    @Test func aLaterSubscriber_GetsTheKeptSnapshotThenOneChangeBringingItUpToDate() throws {
+        let live = try LiveServer()
+        let library = try live.createLibrary()
+        let other = try live.createLibrary("Branch")
+        let ids = try Self.fill(live, library: library, count: 3_000)
+        let path = "/libraries/\(library)/events?fields=name,books.title"
+        let first = try live.events(path)
+        let snapshot = try #require(try first.next(timeout: 20_000))
+
+        // A title, an author (not asked for), the library's name; a book leaves, one joins.
+        #expect(try live.request("PATCH", "/books/\(ids[10])", body: #"{"title":"Changed"}"#).status == 200)
+        #expect(try live.request("PATCH", "/books/\(ids[11])", body: #"{"author":"Nobody asked"}"#).status == 200)
+        #expect(try live.request("PATCH", "/libraries/\(library)", body: #"{"name":"Renamed"}"#).status == 200)
+        #expect(try live.request("PATCH", "/books/\(ids[12])", body: #"{"libraryId":"\#(other)"}"#).status == 200)
+        let joined = try live.createBook(in: library, title: "Newcomer")
+        #expect(try first.drain(atLeast: 4).count == 4, "title, name, leaving, joining")
+
+        let later = try live.events(path)
+        let kept = try #require(try later.next(timeout: 20_000))
+        #expect(kept.event == "snapshot" && kept.id == snapshot.id, "the first subscriber's snapshot, with its id")
+        #expect(kept.data == snapshot.data)
+        let change = try #require(try later.next())
+        #expect(change.event == "change" && Int(change.id ?? "") ?? 0 > Int(snapshot.id ?? "") ?? 0)
+        #expect(change.json["name"] as? String == "Renamed")
+        let books = try #require(change.json["books"] as? [String: Any])
+        let changed = books["changed"] as? [[String: Any]]
+        #expect(changed?.count == 1 && changed?.first?["id"] as? String == ids[10])
+        #expect(changed?.first?["title"] as? String == "Changed" && changed?.first?.count == 2)
+        #expect(books["removed"] as? [String] == [ids[12]])
+        let added = books["added"] as? [[String: Any]]
+        #expect(added?.count == 1 && added?.first?["id"] as? String == joined)
+        #expect(added?.first?["title"] as? String == "Newcomer")
+        #expect(later.drain(quiet: 300).isEmpty)
+
+        // Both streams go on alike.
+        #expect(try live.request("PATCH", "/books/\(ids[20])", body: #"{"title":"Again"}"#).status == 200)
+        #expect(try #require(try first.next()).data == (try #require(try later.next())).data)
+    }
+
+    @Test func aSnapshotKeptForFieldsNobodyWatchesAnyMore_IsNotReused() throws {
+        let live = try LiveServer()
+        let library = try live.createLibrary()
+        let ids = try Self.fill(live, library: library, count: 1_000)
+        // Authors keep the library live; a title subscriber comes and goes.
+        let authors = try live.events("/libraries/\(library)/events?fields=books.author")
+        #expect(try #require(try authors.next(timeout: 20_000)).event == "snapshot")
+        let path = "/libraries/\(library)/events?fields=books.title"
+        var titles: EventStreamClient? = try live.events(path)
+        #expect(try #require(try titles?.next(timeout: 20_000)).event == "snapshot")
+        titles = nil
+        #expect(live.subscribers(settlingAt: 1) == 1)
+
+        // Nobody watches titles now, so this change is not observed as a title change.
+        #expect(try live.request("PATCH", "/books/\(ids[5])", body: #"{"title":"Unwatched"}"#).status == 200)
+        #expect(try live.request("PATCH", "/books/\(ids[6])", body: #"{"author":"Watched"}"#).status == 200)
+        #expect(try authors.drain(atLeast: 1).count == 1)
+
+        let again = try live.events(path)
+        var members: [String: String] = [:]
+        for event in [try #require(try again.next(timeout: 20_000))] + again.drain(quiet: 300) {
+            if let list = event.json["books"] as? [[String: Any]] {
+                for book in list { members[book["id"] as? String ?? ""] = book["title"] as? String }
+            } else if let changed = (event.json["books"] as? [String: Any])?["changed"] as? [[String: Any]] {
+                for book in changed { members[book["id"] as? String ?? ""] = book["title"] as? String }
+            }
+        }
+        #expect(members[ids[5]] == "Unwatched")
+        #expect(members.count == 1_000)
+    }
+
     @Test func resumingAcrossTheDeletionOfABook_GetsTheDeleteThenTheStreamEnds() throws {
         let live = try LiveServer()
         let library = try live.createLibrary()
