@@ -103,7 +103,7 @@ extension LiveHub {
                 // The models are made on a queue of their own, not the reader's (with `:memory:`
                 // that is the writer's, whose commits would wait).
                 DispatchQueue.global(qos: .userInitiated).async {
-                    let members = LoadedMembers(result)
+                    let members = LoadedMembers(result, snapshotOf: request.shape)
                     LiveActor.enqueue { self.loaded(target, result, members: members) }
                 }
             }
@@ -181,9 +181,13 @@ extension LiveHub {
         catchingUp later: [(seq: Int, item: ChangeItem)]
     ) -> Model? {
         if let existing = libraries[record.id] { return .library(existing) }
+        var snapshot: (SubscriptionRequest.Shape, LiveEvent)?
         // A member already live (watched itself) keeps its model, which is up to date; the others
         // are fresh, as read, so the changes since the read apply to them. Fresh ones join `books`
         // at the end. The live ones are found from the smaller side.
+        // The first subscriber's snapshot, made from the records read, is kept when nothing
+        // changed in the library since the read (the catch-up below would make it old).
+        if later.isEmpty, let (shape, event) = loaded.snapshot { snapshot = (shape, event) }
         var (ordered, byID) = loaded.take()
         let live: [LiveBook] =
             books.count < byID.count
@@ -194,6 +198,7 @@ extension LiveHub {
             ordered = ordered.map { byID[$0.id]! }
         }
         let library = LiveLibrary(record, members: byID, ordered: ordered, seq: seq)
+        if let (shape, event) = snapshot { library.snapshots.keep(event, for: shape) }
         for (_, item) in later {
             switch item {
             case .library(let latest, _, let deleted):
