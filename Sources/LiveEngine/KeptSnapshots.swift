@@ -95,7 +95,7 @@ struct KeptSnapshots {
     func catchUp(_ library: LiveLibrary, to current: Int, for shape: SubscriptionRequest.Shape) -> LiveEvent? {
         guard current > seq, !libraryFields.isEmpty || !touched.isEmpty else { return nil }
         // Only what the subscribers of `shape` asked for, so the delta needs no second pass.
-        let wanted = shape.members ? shape.bookFields.reduce(UInt64(0)) { $0 | 1 << $1.rawValue } : 0
+        let wanted = shape.members ? shape.bookFields.reduce(UInt64(0)) { $0 | 1 << $1.rawValue } & Self.allFields : 0
         var delta = ResourceDelta(id: library.id)
         delta.libraryFields = ResourceDelta.values(libraryFields.intersection(shape.libraryFields)) { library[$0] }
         for (id, wasMember, fields) in order {

@@ -97,14 +97,14 @@ final class LoadedMembers: @unchecked Sendable {  // written before the handover
     /// Makes the models, for a library that was found (nothing for anything else), and the
     /// snapshot of `shape` from the records read: a million members take the live actor about
     /// 0.2 s to walk, and the snapshot is exact at the read's id anyway.
-    init(_ result: Result<LoadedState, StoreError>, snapshotOf shape: SubscriptionRequest.Shape) {
+    init(_ result: Result<LoadedState, StoreError>, snapshotOf shape: SubscriptionRequest.Shape?) {
         guard case .success(let state) = result, case .library(let library, let records)? = state.resource else {
             return
         }
         ordered = records.map { LiveBook($0, seq: state.seq) }
         byID.reserveCapacity(ordered.count)
         for (record, book) in zip(records, ordered) { byID[record.id] = book }  // ids are unique
-        guard shape.members else { return }
+        guard let shape, shape.members else { return }
         var event = LiveEvent(kind: .snapshot, seq: state.seq, id: library.id)
         event.libraryFields = ResourceDelta.values(shape.libraryFields) { library[$0] }
         let fields = BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) }

@@ -103,7 +103,7 @@ extension LiveHub {
                 // The models are made on a queue of their own, not the reader's (with `:memory:`
                 // that is the writer's, whose commits would wait).
                 DispatchQueue.global(qos: .userInitiated).async {
-                    let members = LoadedMembers(result, snapshotOf: request.shape)
+                    let members = LoadedMembers(result, snapshotOf: request.resumeAfter == nil ? request.shape : nil)
                     LiveActor.enqueue { self.loaded(target, result, members: members) }
                 }
             }
@@ -185,9 +185,7 @@ extension LiveHub {
         // A member already live (watched itself) keeps its model, which is up to date; the others
         // are fresh, as read, so the changes since the read apply to them. Fresh ones join `books`
         // at the end. The live ones are found from the smaller side.
-        // The first subscriber's snapshot, made from the records read, is kept when nothing
-        // changed in the library since the read (the catch-up below would make it old).
-        if later.isEmpty, let (shape, event) = loaded.snapshot { snapshot = (shape, event) }
+        let first = loaded.snapshot
         var (ordered, byID) = loaded.take()
         let live: [LiveBook] =
             books.count < byID.count
@@ -197,6 +195,10 @@ extension LiveHub {
             for model in live { byID[model.id] = model }
             ordered = ordered.map { byID[$0.id]! }
         }
+        // The first subscriber's snapshot, made from the records read, is exact when nothing
+        // changed in the library since the read and no member was live already (a live model can
+        // be ahead of the read, or behind it).
+        if later.isEmpty, live.isEmpty, let (shape, event) = first { snapshot = (shape, event) }
         let library = LiveLibrary(record, members: byID, ordered: ordered, seq: seq)
         if let (shape, event) = snapshot { library.snapshots.keep(event, for: shape) }
         for (_, item) in later {
@@ -380,7 +382,9 @@ extension LiveHub {
             event.bookFields = ResourceDelta.values(shape.bookFields) { book[$0] }
             subscriber.deliver(event)
         case .library(let library):
-            if let kept = library.snapshots[shape] {
+            // A kept snapshot older than the history would make a client that resumes from its id
+            // start afresh.
+            if let kept = library.snapshots[shape], seq - kept.seq <= store.history {
                 subscriber.deliver(kept)
                 if let change = library.snapshots.catchUp(library, to: seq, for: shape) { subscriber.deliver(change) }
             } else {

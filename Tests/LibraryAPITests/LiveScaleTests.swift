@@ -106,7 +106,7 @@ import Testing
         let library = try live.createLibrary()
         let other = try live.createLibrary("Branch")
         let ids = try Self.fill(live, library: library, count: 3_000)
-        let path = "/libraries/\(library)/events?fields=name,books.title"
+        let path = "/libraries/\(library)/events?fields=name,books.id,books.title"
         let first = try live.events(path)
         let snapshot = try #require(try first.next(timeout: 20_000))
 
@@ -133,6 +133,7 @@ import Testing
         let added = books["added"] as? [[String: Any]]
         #expect(added?.count == 1 && added?.first?["id"] as? String == joined)
         #expect(added?.first?["title"] as? String == "Newcomer")
+        #expect(!change.data.contains(#""id":"\#(joined)","id""#), "the id once")
         #expect(later.drain(quiet: 300).isEmpty)
 
         // Both streams go on alike.
