@@ -382,9 +382,12 @@ extension LiveHub {
             event.bookFields = ResourceDelta.values(shape.bookFields) { book[$0] }
             subscriber.deliver(event)
         case .library(let library):
-            // A kept snapshot older than the history would make a client that resumes from its id
-            // start afresh.
-            if let kept = library.snapshots[shape], seq - kept.seq <= store.history {
+            // Not for a subscriber whose resume fell past the history (or whose replay failed):
+            // its snapshot must be newer than the id it resumed from. Nor one older than the
+            // history: a client resuming from its id would have to start afresh.
+            if subscriber.request.resumeAfter == nil, let kept = library.snapshots[shape],
+                seq - kept.seq <= store.history
+            {
                 subscriber.deliver(kept)
                 if let change = library.snapshots.catchUp(library, to: seq, for: shape) { subscriber.deliver(change) }
             } else {

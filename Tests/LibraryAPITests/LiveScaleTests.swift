@@ -141,6 +141,34 @@ import Testing
         #expect(try #require(try first.next()).data == (try #require(try later.next())).data)
     }
 
+    @Test func aResumePastTheHistory_GetsASnapshotOfNowNotAKeptOne() throws {
+        let live = try LiveServer(history: 100)
+        let library = try live.createLibrary()
+        let ids = try Self.fill(live, library: library, count: 50)
+        let path = "/libraries/\(library)/events?fields=books.title"
+        let old = try #require(Int(try Self.snapshotID(live, path)))
+        for index in 0..<50 {
+            #expect(try live.request("PATCH", "/books/\(ids[index])", body: #"{"title":"a\#(index)"}"#).status == 200)
+        }
+        // Kept for later subscribers, 50 changes after the id the client below resumes from.
+        let keeper = try live.events(path)
+        let keptSnapshot = try #require(try keeper.next(timeout: 20_000))
+        let kept = try #require(Int(keptSnapshot.id ?? ""))
+        for index in 0..<60 {
+            #expect(
+                try live.request("PATCH", "/books/\(ids[index % 50])", body: #"{"title":"b\#(index)"}"#).status == 200)
+        }
+        #expect(try keeper.drain(atLeast: 60).count == 60)
+
+        // 110 changes behind with a history of 100: a snapshot, as new as the live side, so that
+        // its id is past the history too (the kept one's would not be).
+        let resumed = try live.events(path, headers: ["Last-Event-ID": String(old)])
+        let snapshot = try #require(try resumed.next())
+        #expect(snapshot.event == "snapshot")
+        let id = try #require(Int(snapshot.id ?? ""))
+        #expect(id > kept && id - old >= 100)
+    }
+
     @Test func aSnapshotKeptForFieldsNobodyWatchesAnyMore_IsNotReused() throws {
         let live = try LiveServer()
         let library = try live.createLibrary()

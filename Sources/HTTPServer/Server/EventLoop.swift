@@ -107,7 +107,14 @@ final class EventLoop: @unchecked Sendable {  // handler state is touched only o
     func deregister(_ fd: Int32) {
         epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nil)
         if Int(fd) < handlers.count { handlers[Int(fd)] = nil }
+        deregisteredInBatch.append(fd)
     }
+
+    /// The descriptors deregistered while the current batch of events is handled. A later event
+    /// of the batch for one of them is stale: the descriptor was closed, and its number may
+    /// already belong to a connection accepted meanwhile, which the old connection's error would
+    /// otherwise close before its request was read.
+    private var deregisteredInBatch: [Int32] = []
 
     /// Stops waiting for events of `fd` and keeps its handler (which still gets `tick`). Loop thread only.
     func unwatch(_ fd: Int32) {
@@ -150,10 +157,13 @@ final class EventLoop: @unchecked Sendable {  // handler state is touched only o
         while running {
             let count = epoll_wait(epoll, &events, Int32(events.count), 1000)
             if count < 0 && errno != EINTR { break }
+            deregisteredInBatch.removeAll(keepingCapacity: true)
             for index in 0..<max(0, Int(count)) {
                 let event = events[index]
                 let fd = event.data.fd
-                if fd == wakeFD {
+                if !deregisteredInBatch.isEmpty && deregisteredInBatch.contains(fd) {
+                    continue
+                } else if fd == wakeFD {
                     runTasks()
                 } else if Int(fd) < handlers.count, let handler = handlers[Int(fd)] {
                     handler.handle(events: event.events)
