@@ -66,11 +66,11 @@ package struct HTTPRequestParser: Sendable {
                     return .expectsContinue(request)
                 }
             case .body(let remaining):
-                let available = min(remaining, buffer.count - index)
-                pending!.body.append(contentsOf: buffer[index..<index + available])
-                index += available
-                guard available == remaining else {
-                    state = .body(remaining: remaining - available)
+                let buffered = min(remaining, buffer.count - index)
+                pending!.body.append(contentsOf: buffer[index..<index + buffered])
+                index += buffered
+                guard buffered == remaining else {
+                    state = .body(remaining: remaining - buffered)
                     return .needMore
                 }
                 return .request(finish())
@@ -84,11 +84,11 @@ package struct HTTPRequestParser: Sendable {
                 }
                 state = size == 0 ? .trailers : .chunkData(remaining: size)
             case .chunkData(let remaining):
-                let available = min(remaining, buffer.count - index)
-                pending!.body.append(contentsOf: buffer[index..<index + available])
-                index += available
-                guard available == remaining else {
-                    state = .chunkData(remaining: remaining - available)
+                let buffered = min(remaining, buffer.count - index)
+                pending!.body.append(contentsOf: buffer[index..<index + buffered])
+                index += buffered
+                guard buffered == remaining else {
+                    state = .chunkData(remaining: remaining - buffered)
                     return .needMore
                 }
                 state = .chunkDataEnd

@@ -27,8 +27,8 @@ package struct HTTPServerConfiguration: Sendable {
     /// `maxConnections`, lowered when `descriptorLimit` open files could not hold that many
     /// connections besides the reserve and each loop's epoll, eventfd and spare descriptor.
     package func connectionCap(descriptorLimit: Int) -> Int {
-        let available = descriptorLimit - reservedDescriptors - 3 * max(1, loopCount) - 1
-        return max(1, min(maxConnections, available))
+        let spare = descriptorLimit - reservedDescriptors - 3 * max(1, loopCount) - 1
+        return max(1, min(maxConnections, spare))
     }
 
     package static var coreCount: Int {
