@@ -105,12 +105,9 @@ final class LoadedMembers: @unchecked Sendable {  // written before the handover
         byID.reserveCapacity(ordered.count)
         for (record, book) in zip(records, ordered) { byID[record.id] = book }  // ids are unique
         guard let shape, shape.members else { return }
-        var event = LiveEvent(kind: .snapshot, seq: state.seq, id: library.id)
-        event.libraryFields = ResourceDelta.values(shape.libraryFields) { library[$0] }
-        let fields = BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) }
-        var table = LiveEvent.MemberTable(fields: fields, capacity: records.count)
-        for record in records { table.append(record.id, fields) { record[$0] } }
-        event.members = table
+        let event = LiveEvent.librarySnapshot(
+            id: library.id, seq: state.seq, shape: shape, fields: { library[$0] }, members: records,
+            memberID: \.id, value: { $0[$1] })
         snapshot = (shape, event)
     }
 

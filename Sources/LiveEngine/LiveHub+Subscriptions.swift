@@ -181,7 +181,6 @@ extension LiveHub {
         catchingUp later: [(seq: Int, item: ChangeItem)]
     ) -> Model? {
         if let existing = libraries[record.id] { return .library(existing) }
-        var snapshot: (SubscriptionRequest.Shape, LiveEvent)?
         // A member already live (watched itself) keeps its model, which is up to date; the others
         // are fresh, as read, so the changes since the read apply to them. Fresh ones join `books`
         // at the end. The live ones are found from the smaller side.
@@ -198,9 +197,8 @@ extension LiveHub {
         // The first subscriber's snapshot, made from the records read, is exact when nothing
         // changed in the library since the read and no member was live already (a live model can
         // be ahead of the read, or behind it).
-        if later.isEmpty, live.isEmpty, let (shape, event) = first { snapshot = (shape, event) }
         let library = LiveLibrary(record, members: byID, ordered: ordered, seq: seq)
-        if let (shape, event) = snapshot { library.snapshots.keep(event, for: shape) }
+        if later.isEmpty, live.isEmpty, let (shape, event) = first { library.snapshots.keep(event, for: shape) }
         for (_, item) in later {
             switch item {
             case .library(let latest, _, let deleted):
@@ -400,16 +398,9 @@ extension LiveHub {
     }
 
     private func snapshot(of library: LiveLibrary, _ shape: SubscriptionRequest.Shape, seq: Int) -> LiveEvent {
-        var event = LiveEvent(kind: .snapshot, seq: seq, id: library.id)
-        event.libraryFields = ResourceDelta.values(shape.libraryFields) { library[$0] }
-        if shape.members {
-            let members = library.orderedMembers()
-            let fields = BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) }
-            var table = LiveEvent.MemberTable(fields: fields, capacity: members.count)
-            for book in members { table.append(book.id, fields) { book[$0] } }
-            event.members = table
-        }
-        return event
+        LiveEvent.librarySnapshot(
+            id: library.id, seq: seq, shape: shape, fields: { library[$0] },
+            members: shape.members ? library.orderedMembers() : [], memberID: \.id, value: { $0[$1] })
     }
 
     /// Forgets a subscriber whose stream ended, and the models nobody watches any more.
@@ -432,5 +423,29 @@ extension LiveHub {
             if let library = libraries[libraryID] { drop(library) }
         }
         updateInbox()
+    }
+}
+
+extension LiveEvent {
+    /// A library's snapshot for `shape`: its own fields, then its members' in order, from the live
+    /// models or from the records a load read.
+    static func librarySnapshot<Member>(
+        id: String,
+        seq: Int,
+        shape: SubscriptionRequest.Shape,
+        fields library: (LibraryField) -> FieldValue,
+        members: [Member],
+        memberID: (Member) -> String,
+        value: (Member, BookField) -> FieldValue
+    ) -> LiveEvent {
+        var event = LiveEvent(kind: .snapshot, seq: seq, id: id)
+        event.libraryFields = ResourceDelta.values(shape.libraryFields, library)
+        if shape.members {
+            let fields = BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) }
+            var table = MemberTable(fields: fields, capacity: members.count)
+            for member in members { table.append(memberID(member), fields) { value(member, $0) } }
+            event.members = table
+        }
+        return event
     }
 }
