@@ -6,6 +6,8 @@ import Synchronization
 /// A collection snapshot: one read transaction on a reader connection of its own, kept open
 /// across pages (SQLite's WAL, or PostgreSQL's repeatable-read snapshot, gives it a fixed view
 /// however long the client takes), each page an index search after the last one's position.
+/// The page after the one handed out is read meanwhile (one, never more), so that reading a page
+/// overlaps making and sending the one before.
 ///
 /// Most collections fit in one page: that page is read on a pooled reader first, and only a larger
 /// collection opens a connection of its own (at most `SnapshotSlots.limit` at once; the others
@@ -22,6 +24,12 @@ final class PagedSnapshot: CollectionSnapshot {
         var after = 0
         /// Pages read ahead (a one-page collection, or `:memory:`).
         var pages: [CollectionPage]?
+        /// On a connection of its own: the next page, read ahead while the last one is sent.
+        var ahead: Result<CollectionPage, StoreError>?
+        /// Whether a page is being read on that connection.
+        var reading = false
+        /// Who asked for the page being read before it was read.
+        var waiter: (@Sendable (Result<CollectionPage, StoreError>) -> Void)?
         var reader: (any SnapshotReader)?
         /// The slot `reader` holds.
         var lease: SnapshotSlots.Lease?
@@ -41,19 +49,57 @@ final class PagedSnapshot: CollectionSnapshot {
     }
 
     func next(completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void) {
-        let (queued, reader, lease) = state.withLock {
-            state -> (CollectionPage?, (any SnapshotReader)?, SnapshotSlots.Lease?) in
-            guard let pages = state.pages, !pages.isEmpty else { return (nil, state.reader, state.lease) }
-            return (state.pages!.removeFirst(), nil, nil)
+        enum Next {
+            case queued(CollectionPage), ahead(Result<CollectionPage, StoreError>), first, waiting, read
         }
-        if let queued { return completion(.success(queued)) }
-        guard let reader else { return first(completion: completion) }
+        let (next, lease) = state.withLock { state -> (Next, SnapshotSlots.Lease?) in
+            if let pages = state.pages, !pages.isEmpty { return (.queued(state.pages!.removeFirst()), nil) }
+            guard state.reader != nil else { return (.first, nil) }
+            if let ahead = state.ahead {
+                state.ahead = nil
+                return (.ahead(ahead), state.lease)
+            }
+            state.waiter = completion
+            // The page the last one's hand-over started is being read: it goes to `completion`.
+            return (state.reading ? .waiting : .read, state.lease)
+        }
         lease?.pageRequested()
-        reader.async { session in
-            let page = Result { try self.page(session) }.mapError(StoreError.init)
-            lease?.pageHandedOut()
-            completion(page)
+        switch next {
+        case .queued(let page): completion(.success(page))
+        case .first: first(completion: completion)
+        case .ahead(let page): handOver(page, to: completion)
+        case .waiting: break
+        case .read: readAhead()
         }
+    }
+
+    /// Reads the next page on the snapshot's connection: to whoever waits for it, else kept
+    /// until asked for.
+    private func readAhead() {
+        let reader = state.withLock { state in
+            state.reading = state.reader != nil
+            return state.reader
+        }
+        reader?.async { session in
+            let page = Result { try self.page(session) }.mapError(StoreError.init)
+            let waiter = self.state.withLock { state in
+                defer { state.waiter = nil }
+                state.reading = false
+                if state.waiter == nil { state.ahead = page }
+                return state.waiter
+            }
+            if let waiter { self.handOver(page, to: waiter) }
+        }
+    }
+
+    /// Hands a page out, after starting to read the one after it.
+    private func handOver(
+        _ page: Result<CollectionPage, StoreError>,
+        to completion: @Sendable (Result<CollectionPage, StoreError>) -> Void
+    ) {
+        if case .success(let read) = page, !read.isLast { readAhead() }
+        state.withLock { $0.lease }?.pageHandedOut()
+        completion(page)
     }
 
     func whenPreempted(_ handler: @escaping @Sendable () -> Void) {
@@ -192,6 +238,8 @@ final class PagedSnapshot: CollectionSnapshot {
                 state.reader = nil
                 state.lease = nil
                 state.onPreempted = nil
+                state.ahead = nil
+                state.waiter = nil
             }
             return (state.reader, state.lease)
         }

@@ -27,7 +27,7 @@ package struct SQLReader: LibraryReader {
         let rows = try session.map(
             "SELECT \(Tables.libraries.columns) FROM libraries WHERE seq > ? ORDER BY seq LIMIT ?",
             [.int(seq), .int(limit + 1)], Self.library)
-        return Self.page(rows, limit: limit, seq: \.seq)
+        return Self.page(consume rows, limit: limit, seq: \.seq)
     }
 
     package func book(id: String) throws -> BookRecord? {
@@ -38,7 +38,7 @@ package struct SQLReader: LibraryReader {
     package func books(_ filter: BookFilter, after seq: Int, limit: Int) throws -> Page<BookRecord> {
         let (sql, values) = Self.booksQuery(filter, after: seq, limit: limit)
         let rows = try session.map(sql, values, Self.book)
-        return Self.page(rows, limit: limit, seq: \.seq)
+        return Self.page(consume rows, limit: limit, seq: \.seq)
     }
 
     /// The SQL and values of one filtered page of books, in `seq` order.
@@ -58,10 +58,11 @@ package struct SQLReader: LibraryReader {
         return (sql, values)
     }
 
-    private static func page<T>(_ rows: [T], limit: Int, seq: KeyPath<T, Int>) -> Page<T> {
+    /// The rows read (one past `limit` when there are more) as a page: trimmed in place, not copied.
+    private static func page<T>(_ rows: consuming [T], limit: Int, seq: KeyPath<T, Int>) -> Page<T> {
         guard rows.count > limit else { return Page(items: rows, next: nil) }
-        let items = Array(rows.prefix(limit))
-        return Page(items: items, next: items.last![keyPath: seq])
+        rows.removeLast(rows.count - limit)
+        return Page(items: rows, next: rows.last![keyPath: seq])
     }
 
     static func library(_ row: SQLRow) -> LibraryRecord { Tables.libraries.record(row) }

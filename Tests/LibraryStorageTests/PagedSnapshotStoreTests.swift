@@ -123,4 +123,89 @@ import Testing
         for lease in granted.withLock({ $0.values }) { slots.release(lease) }
         granted.withLock { $0.removeAll() }
     }
+    /// The page after the one handed out is read meanwhile, one and no more: reading overlaps
+    /// sending, and a client that stops taking pages holds at most one page in memory.
+    @Test func snapshot_ReadsTheNextPageAheadAndNoFurther() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ahead-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try LibraryStore(path: directory.appendingPathComponent("db").path)
+        defer { store.close() }
+        let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L")) }
+        for index in 0..<50 {
+            _ = try store.writeAndWait { try $0.createBook(BookDraft(libraryId: library.id, title: "B\(index)")) }
+        }
+        let source = CountingSource(store)
+        let snapshot = PagedSnapshot(
+            store: source, target: .books(BookFilter([.libraryId: .string(library.id)])), pageSize: 10)
+        defer { snapshot.close() }
+        func next() throws -> CollectionPage {
+            let done = DispatchSemaphore(value: 0)
+            let result = Mutex<Result<CollectionPage, StoreError>?>(nil)
+            snapshot.next { page in
+                result.withLock { $0 = page }
+                done.signal()
+            }
+            #expect(done.wait(timeout: .now() + 10) == .success)
+            return try #require(result.withLock { $0 }).get()
+        }
+        /// Waits (up to 5 s) for `count` pages read on the snapshot's own connection, then a little
+        /// longer, to see that no more are read.
+        func expectRead(_ count: Int) {
+            let deadline = Date().addingTimeInterval(5)
+            while source.reads.withLock({ $0 }) < count && Date() < deadline { usleep(1_000) }
+            usleep(50_000)
+            #expect(source.reads.withLock { $0 } == count)
+        }
+        var titles: [String] = []
+        func take(_ page: CollectionPage) {
+            guard case .books(let books) = page.items else { return }
+            titles += books.map(\.title)
+        }
+        take(try next())  // read on a pooled reader, then again on its own connection
+        expectRead(2)  // that one, and the second page ahead of its asking
+        take(try next())
+        expectRead(3)
+        while true {
+            let page = try next()
+            take(page)
+            if page.isLast { break }
+        }
+        expectRead(5)  // 50 books in pages of 10, and nothing after the last
+        #expect(titles == (0..<50).map { "B\($0)" })
+    }
+}
+
+/// A store whose snapshot connections count the work they are given: a page each, until closed.
+private final class CountingSource: SnapshotSource {
+    let store: LibraryStore
+    let reads = Mutex(0)
+
+    init(_ store: LibraryStore) { self.store = store }
+
+    var snapshotSlots: SnapshotSlots { store.snapshotSlots }
+
+    func readInTransaction<T: Sendable>(
+        _ work: @escaping @Sendable (SQLReader) throws -> T,
+        completion: @escaping @Sendable (Result<T, StoreError>) -> Void
+    ) {
+        store.readInTransaction(work, completion: completion)
+    }
+
+    func openSnapshotReader() throws -> (any SnapshotReader)? {
+        guard let reader = try store.openSnapshotReader() else { return nil }
+        return CountingReader(reader: reader, source: self)
+    }
+
+    private struct CountingReader: SnapshotReader {
+        let reader: any SnapshotReader
+        let source: CountingSource
+
+        func async(_ work: @escaping @Sendable (SQLSession) -> Void) {
+            source.reads.withLock { $0 += 1 }
+            reader.async(work)
+        }
+
+        func close() { reader.close() }
+    }
 }
