@@ -103,7 +103,8 @@ extension LiveHub {
                 // The models are made on a queue of their own, not the reader's (with `:memory:`
                 // that is the writer's, whose commits would wait).
                 DispatchQueue.global(qos: .userInitiated).async {
-                    let members = LoadedMembers(result, snapshotOf: request.resumeAfter == nil ? request.shape : nil)
+                    let members = LoadedMembers(
+                        result, snapshotOf: request.resumeAfter == nil ? request.shape : nil, encoder: self.encoder)
                     LiveActor.enqueue { self.loaded(target, result, members: members) }
                 }
             }
@@ -163,6 +164,13 @@ extension LiveHub {
     /// The model of a loaded book, brought up to the live side's state (nil if deleted since).
     private func book(_ record: BookRecord, at seq: Int, catchingUp later: [(seq: Int, item: ChangeItem)]) -> Model? {
         if let existing = books[record.id] { return .book(existing) }
+        // A member of a watched library has its model already, in the library it is in now.
+        var library = record.library
+        for case (_, .book(let latest, _, _, _)) in later where latest.id == record.id { library = latest.library }
+        if let member = libraries[library]?.members[record.id] {
+            books[record.id] = member
+            return .book(member)
+        }
         let book = LiveBook(record, seq: seq)
         for case (_, .book(let latest, _, _, let deleted)) in later where latest.id == record.id {
             if deleted { return nil }
@@ -181,9 +189,9 @@ extension LiveHub {
         catchingUp later: [(seq: Int, item: ChangeItem)]
     ) -> Model? {
         if let existing = libraries[record.id] { return .library(existing) }
-        // A member already live (watched itself) keeps its model, which is up to date; the others
-        // are fresh, as read, so the changes since the read apply to them. Fresh ones join `books`
-        // at the end. The live ones are found from the smaller side.
+        // A member already live (watched itself, in `books`) keeps its model, which is up to date;
+        // the others are fresh, as read, so the changes since the read apply to them. The live
+        // ones are found from the smaller side.
         let first = loaded.snapshot
         var (ordered, byID) = loaded.take()
         let live: [LiveBook] =
@@ -214,9 +222,6 @@ extension LiveHub {
                 }
             }
         }
-        // Each member is either the model `books` holds or fresh: assigning needs no lookup first.
-        books.reserveCapacity(books.count + library.members.count - live.count)
-        for member in library.members.values { books[member.id] = member }
         libraries[record.id] = library
         return .library(library)
     }
@@ -418,7 +423,7 @@ extension LiveHub {
         case .libraries, .books:
             collectionAudiences -= 1
         case .book(let bookID):
-            if let book = books[bookID], libraries[book.library]?.members[bookID] !== book { books[bookID] = nil }
+            books[bookID] = nil  // its library's, if watched, keeps it as a member
         case .library(let libraryID):
             if let library = libraries[libraryID] { drop(library) }
         }

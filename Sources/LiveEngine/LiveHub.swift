@@ -1,5 +1,6 @@
 import Dispatch
 import LibraryDomain
+import Synchronization
 
 /// The live side: watched libraries and books as `@Observable` models, and the subscribers of
 /// their event streams.
@@ -13,6 +14,8 @@ import LibraryDomain
 @LiveActor
 package final class LiveHub {
     let store: any LiveStore
+    /// The books watched directly (`/books/{id}/events`). A watched library's members are found
+    /// through it (`LiveLibrary.members`); one that is also watched directly is the same model.
     var books: [String: LiveBook] = [:]
     var libraries: [String: LiveLibrary] = [:]
     var audiences: [LiveTarget: Audience] = [:]
@@ -34,6 +37,16 @@ package final class LiveHub {
     private var heartbeat: (any DispatchSourceTimer)?
     package nonisolated let counters = LiveCounters()
     nonisolated let inbox: ChangeInbox
+    /// How a stream encodes an event (`LiveEvent.wire`), set by the API layer: a loaded library's
+    /// first snapshot is encoded with it while the live actor makes the library's model.
+    private nonisolated let eventEncoder = Mutex<(@Sendable (LiveEvent) -> [UInt8])?>(nil)
+
+    /// Sets how a stream encodes an event.
+    package nonisolated func encodeEvents(with encode: @escaping @Sendable (LiveEvent) -> [UInt8]) {
+        eventEncoder.withLock { $0 = encode }
+    }
+
+    nonisolated var encoder: (@Sendable (LiveEvent) -> [UInt8])? { eventEncoder.withLock { $0 } }
 
     private nonisolated init(store: any LiveStore, inboxCapacity: Int) {
         self.store = store
@@ -138,6 +151,9 @@ package final class LiveHub {
 
     private func applyBook(_ record: BookRecord, previousLibraryID previous: String?, deleted: Bool, seq: Int) {
         let id = record.id
+        // Its model: the one its own subscribers watch, or its watched library's (found before it
+        // leaves that library).
+        let existing = books[id] ?? libraries[previous ?? record.library]?.members[id]
         if let previous, previous != record.library || deleted, let library = libraries[previous],
             library.baseSeq < seq, library.members[id] != nil
         {
@@ -146,7 +162,7 @@ package final class LiveHub {
             library.left.append(id)
             touch(library)
         }
-        let model = books[id].flatMap { $0.baseSeq < seq ? $0 : nil }
+        let model = existing.flatMap { $0.baseSeq < seq ? $0 : nil }
         if deleted {
             if model != nil { deletedBooks.append(id) }
             return
@@ -161,21 +177,13 @@ package final class LiveHub {
         }
         if let library = libraries[record.library], library.baseSeq < seq, library.members[id] == nil {
             counters.applyWork.add(1, ordering: .relaxed)
-            let book = books[id] ?? materialize(record, seq: seq)
+            let book = existing ?? LiveBook(record, seq: seq)
             book.joinedSeq = seq
             library.add(book)
             library.joined.append(book)
             touch(library)
             track(book)
-        } else if let book = books[id], audiences[.book(id)] == nil, libraries[book.library] == nil {
-            books[id] = nil  // it left the only watched library it was in
         }
-    }
-
-    func materialize(_ record: BookRecord, seq: Int) -> LiveBook {
-        let book = LiveBook(record, seq: seq)
-        books[record.id] = book
-        return book
     }
 
     private func touch(_ library: LiveLibrary) {
@@ -293,12 +301,9 @@ package final class LiveHub {
         counters.coalesced.add(subscriber.coalesced, ordering: .relaxed)
     }
 
-    /// Stops watching a library: its members go too unless somebody watches them directly.
+    /// Stops watching a library: its members go with it, but for those watched directly (`books`).
     func drop(_ library: LiveLibrary) {
         libraries[library.id] = nil
-        for book in library.members.values where audiences[.book(book.id)] == nil && books[book.id] === book {
-            books[book.id] = nil
-        }
         updateInbox()
     }
 

@@ -257,6 +257,57 @@ import Testing
         #expect(books?["removed"] == nil)
     }
 
+    /// A book watched directly and as a member of a watched library is one model, whichever of
+    /// its watchers leaves first: the other keeps hearing of its changes.
+    @Test func aBookWatchedDirectlyAndAsAMember_StaysOneModelWhoeverLeavesFirst() throws {
+        let home = try live.createLibrary("Home")
+        let away = try live.createLibrary("Away")
+        let first = try live.createBook(in: home, title: "One")
+        let second = try live.createBook(in: home, title: "Two")
+        /// The title a library stream's next change gives `book`.
+        func memberTitle(_ stream: EventStreamClient, _ book: String) throws -> String? {
+            let change = try #require(try stream.next())
+            let books = change.json["books"] as? [String: Any]
+            let members = (books?["changed"] as? [[String: Any]]) ?? (books?["added"] as? [[String: Any]]) ?? []
+            return members.first { $0["id"] as? String == book }?["title"] as? String
+        }
+
+        // The library first, then one of its members directly; the direct watcher leaves first.
+        var library: EventStreamClient? = try live.events("/libraries/\(home)/events?fields=books.title")
+        _ = try library?.next()
+        var book: EventStreamClient? = try live.events("/books/\(first)/events?fields=title")
+        _ = try book?.next()
+        try patch("/books/\(first)", #"{"title":"A"}"#)
+        #expect(try book?.next()?.json["title"] as? String == "A")
+        #expect(try memberTitle(library!, first) == "A")
+        book = nil
+        #expect(live.subscribers(settlingAt: 1) == 1)
+        try patch("/books/\(first)", #"{"title":"B"}"#)
+        #expect(try memberTitle(library!, first) == "B")
+
+        // A member watched directly while its library is watched; the library's watcher leaves.
+        book = try live.events("/books/\(second)/events?fields=title")
+        #expect(try book?.next()?.json["title"] as? String == "Two")
+        library = nil
+        #expect(live.subscribers(settlingAt: 1) == 1)
+        try patch("/books/\(second)", #"{"title":"C"}"#)
+        #expect(try book?.next()?.json["title"] as? String == "C")
+
+        // It moves to another watched library: one model there too.
+        let other = try live.events("/libraries/\(away)/events?fields=books.title")
+        _ = try other.next()
+        try patch("/books/\(second)", #"{"libraryId":"\#(away)"}"#)
+        #expect(try memberTitle(other, second) == "C")
+        try patch("/books/\(second)", #"{"title":"D"}"#)
+        #expect(try book?.next()?.json["title"] as? String == "D")
+        #expect(try memberTitle(other, second) == "D")
+
+        // The first library watched again: its snapshot has every change.
+        let again = try live.events("/libraries/\(home)/events?fields=books.title")
+        let members = try #require(try again.next()?.json["books"] as? [[String: Any]])
+        #expect(members.map { $0["title"] as? String } == ["B"])
+    }
+
     @Test func disconnect_FreesTheSubscription() throws {
         let book = try live.createBook(in: try live.createLibrary())
         var stream: EventStreamClient? = try live.events("/books/\(book)/events")
