@@ -18,8 +18,10 @@ Writes Benchmarks/results/live.{md,json} and the README block between `live:begi
 """
 
 import argparse
+import concurrent.futures
 import datetime
 import json
+import multiprocessing
 import os
 import re
 import socket
@@ -113,13 +115,15 @@ class Subscriber(threading.Thread):
 
     def __init__(self, port, path=None):
         super().__init__(daemon=True)
+        # From before connecting: the stream's head comes once the first subscriber's model is
+        # loaded, so timing from the head would leave the load out.
+        self.started = time.monotonic()
         self.reader = EventReader(port, path or "/libraries/%s/events?fields=books.title" % LIBRARY)
         self.titles = {}
         self.latencies = []
         self.events = 0
         self.last_event = time.monotonic()
         self.snapshot_seconds = None
-        self.started = time.monotonic()
         self.ready = threading.Event()
         self.quiet_after = None
 
@@ -208,13 +212,16 @@ def run_size(args, books, work):
         latencies = [value * 1000 for value in subscriber.latencies]
         rss_steady = [rss for rss, _ in samples]
 
-        # (b) the same writes while subscribers join, one every two seconds.
+        # (b) the same writes while subscribers join, one every two seconds. Each joins from a
+        # process of its own: in this one, reading tens of megabytes would hold the interpreter's
+        # lock, and the subscriber's latency would measure this client, not the server.
         joins_loaded = []
         joining = threading.Event()
+        joiners = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
 
         def join():
             while not joining.wait(2):
-                joins_loaded.append(time_to_snapshot(server.port, current=True))
+                joins_loaded.append(joiners.submit(time_to_snapshot, server.port, None, True).result(timeout=300))
 
         joiner = threading.Thread(target=join, daemon=True)
         joiner.start()
@@ -222,6 +229,7 @@ def run_size(args, books, work):
         join_result = run_wrk(server.port, books, max(6, args.seconds // 3), args.connections)
         joining.set()
         joiner.join(timeout=120)
+        joiners.shutdown()
         join_latencies = [value * 1000 for value in subscriber.latencies[seen_before:]]
         stop.set()
         sampler.join(timeout=30)
