@@ -189,10 +189,18 @@ extension SQLReader {
 
     /// Every book of a library, in insertion order.
     package func allBooks(inLibrary id: String) throws -> [BookRecord] {
-        try session.map(
-            "SELECT \(Tables.books.columns) FROM books WHERE library_id = ? ORDER BY seq", [.text(id)],
-            SQLReader.book)
+        try session.map(Self.allBooksQuery, [.text(id)], SQLReader.book)
     }
+
+    /// The same, handed to `body` `size` at a time as they are read.
+    package func allBooks(inLibrary id: String, batchesOf size: Int, _ body: ([BookRecord]) -> Void) throws {
+        let library = FieldValue.string(id)
+        try session.batches(
+            Self.allBooksQuery, [.text(id)], of: size, { Tables.books.record($0, knowing: .libraryId, is: library) },
+            body)
+    }
+
+    private static let allBooksQuery = "SELECT \(Tables.books.columns) FROM books WHERE library_id = ? ORDER BY seq"
 
     /// The logged changes after `seq` (up to `through`) that concern the book `id`, in order.
     package func changes(ofBook id: String, after seq: Int, through last: Int) throws -> [CommittedChange] {

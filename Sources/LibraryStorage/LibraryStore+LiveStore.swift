@@ -9,6 +9,34 @@ extension LibraryStore: LiveStore, LibraryDatabase {
         loadState(target, completion: completion)
     }
 
+    package func load(
+        _ target: LiveTarget,
+        members: @escaping @Sendable (_ seq: Int, _ batch: [BookRecord]) -> Void,
+        completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void
+    ) {
+        load(target, batchesOf: Self.loadBatch, members: members, completion: completion)
+    }
+
+    func load(
+        _ target: LiveTarget,
+        batchesOf size: Int,
+        members: @escaping @Sendable (_ seq: Int, _ batch: [BookRecord]) -> Void,
+        completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void
+    ) {
+        guard case .library(let id) = target else { return loadState(target, completion: completion) }
+        readInTransaction(
+            { reader in
+                let seq = try reader.latestSeq()
+                guard let library = try reader.library(id: id) else { return LoadedState(seq: seq, resource: nil) }
+                try reader.allBooks(inLibrary: id, batchesOf: size) { members(seq, $0) }
+                return LoadedState(seq: seq, resource: .library(library, members: []))
+            },
+            completion: completion)
+    }
+
+    /// How many members a library's load hands out at a time.
+    static let loadBatch = 16_384
+
     package func changes(
         of target: LiveTarget,
         after seq: Int,

@@ -33,6 +33,12 @@ struct RecordTable<Record: FieldRecord>: Sendable {
         Record(seq: row.int(0)) { row.value(Int32($0.rawValue + 1), shapes[$0.rawValue]) }
     }
 
+    /// The same, where `field`'s value is known to be `value` (the library of every book a
+    /// library's load reads): one string shared by every record, not one made per row.
+    func record(_ row: SQLRow, knowing field: Record.Field, is value: FieldValue) -> Record {
+        Record(seq: row.int(0)) { $0 == field ? value : row.value(Int32($0.rawValue + 1), shapes[$0.rawValue]) }
+    }
+
     /// The values of `insert` for a new resource `id` made of `draft` at `now`.
     func insertValues(id: String, _ draft: Record.Draft, now: String) -> [SQLiteValue] {
         [.text(id)] + Field.writable.map { SQLiteValue(draft[$0]) } + [.text(now), .text(now)]

@@ -42,6 +42,35 @@ package enum SQLSession {
         }
     }
 
+    /// Every row `sql` returns, through `transform`, handed to `body` `size` at a time: on
+    /// SQLite as they are read.
+    package func batches<T>(
+        _ sql: String,
+        _ values: [SQLiteValue],
+        of size: Int,
+        _ transform: (SQLRow) throws -> T,
+        _ body: ([T]) -> Void
+    ) throws {
+        switch self {
+        case .sqlite(let connection):
+            var batch: [T] = []
+            batch.reserveCapacity(size)
+            try connection.statement(sql).forEach(values) { row in
+                batch.append(try transform(SQLRow(.sqlite(row))))
+                guard batch.count == size else { return }
+                body(batch)
+                batch = []
+                batch.reserveCapacity(size)
+            }
+            if !batch.isEmpty { body(batch) }
+        case .postgres, .probe:
+            let rows = try map(sql, values, transform)
+            for start in stride(from: 0, to: rows.count, by: size) {
+                body(Array(rows[start..<min(start + size, rows.count)]))
+            }
+        }
+    }
+
     /// Runs `sql` for its effect and returns how many rows it changed.
     @discardableResult
     package func run(_ sql: String, _ values: [SQLiteValue] = []) throws -> Int {

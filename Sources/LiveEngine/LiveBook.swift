@@ -81,44 +81,66 @@ package final class LiveBook {
     }
 }
 
-/// The models of a library's members as a load read them, made off the live actor: a million of
-/// them take about a second to allocate and index, which the live actor would otherwise spend with
-/// every other stream waiting.
+/// The models of a library's members as a load reads them, made off the live actor while the
+/// read goes on: a million of them take about a second to allocate and index, which the live actor
+/// would otherwise spend with every other stream waiting, and the read about as long again.
 ///
-/// A box made on one thread and handed once to the live actor, which `take`s its contents: what it
-/// takes is then the only reference to that storage, so the catch-up's first change to the
-/// membership does not copy a million entries.
-final class LoadedMembers: @unchecked Sendable {  // written before the handover, taken once after it
+/// A box filled on a queue of its own and handed once to the live actor, which `take`s its
+/// contents: what it takes is then the only reference to that storage, so the catch-up's first
+/// change to the membership does not copy a million entries.
+final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the hand-over, then taken once
+    private let queue = DispatchQueue(label: "library.live.load", qos: .userInitiated)
     /// In insertion order, as the read returned them.
     private var ordered: [LiveBook] = []
     private var byID: [String: LiveBook] = [:]
+    /// The shape of the first subscriber's snapshot, when it asked for the members, and the
+    /// members' part of it.
+    private let shape: SubscriptionRequest.Shape?
+    private var table: LiveEvent.MemberTable?
     /// The first subscriber's snapshot, exact at the read's id, when it asked for the members.
     private(set) var snapshot: (shape: SubscriptionRequest.Shape, event: LiveEvent)?
 
-    /// Makes the models, for a library that was found (nothing for anything else), and the
-    /// snapshot of `shape` from the records read, encoded with `encoder`: a million members take
-    /// the live actor about 0.2 s to walk, and the snapshot is exact at the read's id anyway. The
-    /// models and the snapshot are made on two threads at once.
-    init(
-        _ result: Result<LoadedState, StoreError>,
-        snapshotOf shape: SubscriptionRequest.Shape?,
-        encoder: (@Sendable (LiveEvent) -> [UInt8])? = nil
-    ) {
-        guard case .success(let state) = result, case .library(let library, let records)? = state.resource else {
-            return
+    /// A box for a load whose first subscriber asked for `shape` (nil: no snapshot made here).
+    init(snapshotOf shape: SubscriptionRequest.Shape?) {
+        self.shape = shape.flatMap { $0.members ? $0 : nil }
+        table = self.shape.map { LiveEvent.memberTable(for: $0, capacity: 0) }
+    }
+
+    /// Makes the models of members just read, and their part of the snapshot, on the box's queue.
+    func add(_ records: [BookRecord], seq: Int) {
+        queue.async { [self] in
+            ordered.reserveCapacity(ordered.count + records.count)
+            for record in records {
+                let book = LiveBook(record, seq: seq)
+                ordered.append(book)
+                byID[record.id] = book  // ids are unique
+            }
+            if let fields = table?.bookFields {
+                for record in records { table!.append(record.id, fields) { record[$0] } }
+            }
         }
-        DispatchQueue.concurrentPerform(iterations: shape?.members == true ? 2 : 1) { part in
-            if part == 0 {
-                ordered = records.map { LiveBook($0, seq: state.seq) }
-                byID.reserveCapacity(ordered.count)
-                for (record, book) in zip(records, ordered) { byID[record.id] = book }  // ids are unique
-            } else if let shape {
+    }
+
+    /// Once the read has ended: makes the snapshot (encoded with `encoder`) of a library that was
+    /// found, then calls `completion`, on the box's queue.
+    func finish(
+        _ result: Result<LoadedState, StoreError>,
+        encoder: (@Sendable (LiveEvent) -> [UInt8])?,
+        then completion: @escaping @Sendable () -> Void
+    ) {
+        queue.async { [self] in
+            defer { completion() }
+            guard case .success(let state) = result, case .library(let library, _)? = state.resource else {
+                (ordered, byID) = ([], [:])
+                return
+            }
+            if let shape, let table {
                 let event = LiveEvent.librarySnapshot(
-                    id: library.id, seq: state.seq, shape: shape, fields: { library[$0] }, members: records,
-                    memberID: \.id, value: { $0[$1] })
+                    id: library.id, seq: state.seq, shape: shape, fields: { library[$0] }, members: table)
                 if let encoder { event.wire.fill { encoder(event) } }
                 snapshot = (shape, event)
             }
+            table = nil
         }
     }
 

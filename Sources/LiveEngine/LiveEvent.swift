@@ -37,8 +37,12 @@ package struct LiveEvent: Sendable {
         /// `fields.count` values per member, member after member.
         package private(set) var values: [FieldValue] = []
 
+        /// For a table of book fields, the fields (`fields` holds their names).
+        private(set) var bookFields: [BookField] = []
+
         init(fields: [BookField], capacity: Int) {
             self.init(names: fields.map { $0.name }, capacity: capacity)
+            bookFields = fields
         }
 
         init(names: [String], capacity: Int) {

@@ -99,12 +99,12 @@ extension LiveHub {
             load.waiters = [waiter]
             loads[target] = load
             updateInbox()  // before the read starts, so no commit it misses skips the live side
-            store.load(target) { result in
-                // The models are made on a queue of their own, not the reader's (with `:memory:`
-                // that is the writer's, whose commits would wait).
-                DispatchQueue.global(qos: .userInitiated).async {
-                    let members = LoadedMembers(
-                        result, snapshotOf: request.resumeAfter == nil ? request.shape : nil, encoder: self.encoder)
+            // The models are made on a queue of their own as the members are read, not on the
+            // reader's (with `:memory:` that is the writer's, whose commits would wait).
+            let members = LoadedMembers(snapshotOf: request.resumeAfter == nil ? request.shape : nil)
+            let encoder = encoder
+            store.load(target, members: { seq, batch in members.add(batch, seq: seq) }) { result in
+                members.finish(result, encoder: encoder) {
                     LiveActor.enqueue { self.loaded(target, result, members: members) }
                 }
             }
@@ -403,9 +403,16 @@ extension LiveHub {
     }
 
     private func snapshot(of library: LiveLibrary, _ shape: SubscriptionRequest.Shape, seq: Int) -> LiveEvent {
-        LiveEvent.librarySnapshot(
-            id: library.id, seq: seq, shape: shape, fields: { library[$0] },
-            members: shape.members ? library.orderedMembers() : [], memberID: \.id, value: { $0[$1] })
+        var table: LiveEvent.MemberTable?
+        if shape.members {
+            let members = library.orderedMembers()
+            var made = LiveEvent.memberTable(for: shape, capacity: members.count)
+            let fields = made.bookFields
+            for book in members { made.append(book.id, fields) { book[$0] } }
+            table = made
+        }
+        return LiveEvent.librarySnapshot(
+            id: library.id, seq: seq, shape: shape, fields: { library[$0] }, members: table)
     }
 
     /// Forgets a subscriber whose stream ended, and the models nobody watches any more.
@@ -432,25 +439,24 @@ extension LiveHub {
 }
 
 extension LiveEvent {
-    /// A library's snapshot for `shape`: its own fields, then its members' in order, from the live
-    /// models or from the records a load read.
-    static func librarySnapshot<Member>(
+    /// A library's snapshot for `shape`: its own fields, then its members' (`memberTable`).
+    static func librarySnapshot(
         id: String,
         seq: Int,
         shape: SubscriptionRequest.Shape,
         fields library: (LibraryField) -> FieldValue,
-        members: [Member],
-        memberID: (Member) -> String,
-        value: (Member, BookField) -> FieldValue
+        members: MemberTable?
     ) -> LiveEvent {
         var event = LiveEvent(kind: .snapshot, seq: seq, id: id)
         event.libraryFields = ResourceDelta.values(shape.libraryFields, library)
-        if shape.members {
-            let fields = BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) }
-            var table = MemberTable(fields: fields, capacity: members.count)
-            for member in members { table.append(memberID(member), fields) { value(member, $0) } }
-            event.members = table
-        }
+        if shape.members { event.members = members }
         return event
+    }
+
+    /// The members' part of a library snapshot for `shape`, empty, to be appended to with
+    /// `bookFields`, member after member.
+    static func memberTable(for shape: SubscriptionRequest.Shape, capacity: Int) -> MemberTable {
+        MemberTable(
+            fields: BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) }, capacity: capacity)
     }
 }

@@ -60,6 +60,42 @@ import Testing
     /// What the live engine reads through `LiveStore`: a replay is every change after the id, or
     /// nil once the log no longer holds them all (checked in the same read transaction as the
     /// changes themselves, so a prune in between cannot cut a replay short).
+    /// A library's load hands its members out a batch at a time, in order, with the read's id,
+    /// and leaves them out of the state; each record's library is the one string of the library.
+    @Test func libraryLoad_HandsItsMembersOutInBatchesAsItReads() throws {
+        let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L")) }
+        let other = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "M")) }
+        var ids: [String] = []
+        for index in 0..<40 {
+            let book = try store.writeAndWait {
+                try $0.createBook(BookDraft(libraryId: index % 5 == 4 ? other.id : library.id, title: "B\(index)"))
+            }
+            if index % 5 != 4 { ids.append(book.id) }
+        }
+        let batches = Mutex<[(seq: Int, books: [BookRecord])]>([])
+        let done = DispatchSemaphore(value: 0)
+        let state = Mutex<Result<LoadedState, StoreError>?>(nil)
+        store.load(
+            .library(library.id), batchesOf: 10, members: { seq, batch in batches.withLock { $0.append((seq, batch)) } }
+        ) {
+            result in
+            state.withLock { $0 = result }
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        let loaded = try #require(state.withLock { $0 }).get()
+        guard case .library(let record, let members)? = loaded.resource else {
+            Issue.record("no library loaded")
+            return
+        }
+        #expect(record.id == library.id && members.isEmpty)
+        let handed = batches.withLock { $0 }
+        #expect(handed.map(\.books.count) == [10, 10, 10, 2])
+        #expect(handed.allSatisfy { $0.seq == loaded.seq })
+        #expect(handed.flatMap(\.books).map(\.id) == ids)
+        #expect(handed.flatMap(\.books).allSatisfy { $0.libraryId == library.id && $0.title.hasPrefix("B") })
+    }
+
     @Test func changeLogReplay_IsWholeOrNil() throws {
         let store = try LibraryStore(path: ":memory:", history: 10)
         let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L")) }

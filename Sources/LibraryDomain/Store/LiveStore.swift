@@ -72,6 +72,16 @@ package protocol LiveStore: AnyObject, Sendable {
     /// Reads `target` (a library with its members) and the latest change id in one transaction.
     func load(_ target: LiveTarget, completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void)
 
+    /// As `load`, but a library's members are handed to `members` as they are read (in order, a
+    /// batch at a time, on the reading thread, with the read's change id) and left out of the
+    /// state: whoever makes models of them starts before the read ends. A store that cannot hand
+    /// them out as it reads hands them all at once (the default).
+    func load(
+        _ target: LiveTarget,
+        members: @escaping @Sendable (_ seq: Int, _ batch: [BookRecord]) -> Void,
+        completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void
+    )
+
     /// The logged changes after `seq` (through `last`, or every one when nil) that concern
     /// `target`, in order: for a library, also its members' joins, departures and changes; for a
     /// book collection, at least every change of a book of its library (`LiveTarget.logQuery`),
@@ -97,6 +107,22 @@ package protocol LiveStore: AnyObject, Sendable {
     /// Opens a paged snapshot of a collection (`.libraries` or `.books(filter)`), `pageSize` items
     /// a page.
     func snapshot(of collection: LiveTarget, pageSize: Int) -> any CollectionSnapshot
+}
+
+extension LiveStore {
+    package func load(
+        _ target: LiveTarget,
+        members: @escaping @Sendable (_ seq: Int, _ batch: [BookRecord]) -> Void,
+        completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void
+    ) {
+        load(target) { result in
+            guard case .success(let state) = result, case .library(let library, let records)? = state.resource else {
+                return completion(result)
+            }
+            members(state.seq, records)
+            completion(.success(LoadedState(seq: state.seq, resource: .library(library, members: []))))
+        }
+    }
 }
 
 /// One page of a collection's snapshot.
