@@ -109,7 +109,6 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
     /// Makes the models of members just read, and their part of the snapshot, on the box's queue.
     func add(_ records: [BookRecord], seq: Int) {
         queue.async { [self] in
-            ordered.reserveCapacity(ordered.count + records.count)
             for record in records {
                 let book = LiveBook(record, seq: seq)
                 ordered.append(book)

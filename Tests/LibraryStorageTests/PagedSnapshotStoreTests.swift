@@ -19,17 +19,22 @@ import Testing
         defer { snapshot.close() }
         var pages: [CollectionPage] = []
         while pages.last?.isLast != true {
-            let done = DispatchSemaphore(value: 0)
-            let result = Mutex<Result<CollectionPage, StoreError>?>(nil)
-            snapshot.next { page in
-                result.withLock { $0 = page }
-                done.signal()
-            }
-            #expect(done.wait(timeout: .now() + 10) == .success)
-            pages.append(try #require(result.withLock { $0 }).get())
+            pages.append(try next(of: snapshot))
             try between()
         }
         return pages
+    }
+
+    /// The snapshot's next page, waited for (up to 10 s).
+    static func next(of snapshot: any CollectionSnapshot) throws -> CollectionPage {
+        let done = DispatchSemaphore(value: 0)
+        let result = Mutex<Result<CollectionPage, StoreError>?>(nil)
+        snapshot.next { page in
+            result.withLock { $0 = page }
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        return try #require(result.withLock { $0 }).get()
     }
 
     @Test(arguments: [":memory:", "file"])
@@ -139,16 +144,7 @@ import Testing
         let snapshot = PagedSnapshot(
             store: source, target: .books(BookFilter([.libraryId: .string(library.id)])), pageSize: 10)
         defer { snapshot.close() }
-        func next() throws -> CollectionPage {
-            let done = DispatchSemaphore(value: 0)
-            let result = Mutex<Result<CollectionPage, StoreError>?>(nil)
-            snapshot.next { page in
-                result.withLock { $0 = page }
-                done.signal()
-            }
-            #expect(done.wait(timeout: .now() + 10) == .success)
-            return try #require(result.withLock { $0 }).get()
-        }
+        func next() throws -> CollectionPage { try Self.next(of: snapshot) }
         /// Waits (up to 5 s) for `count` pages read on the snapshot's own connection, then a little
         /// longer, to see that no more are read.
         func expectRead(_ count: Int) {
