@@ -34,8 +34,13 @@ extension LibraryStore: LiveStore, LibraryDatabase {
             completion: completion)
     }
 
-    /// How many members a library's load hands out at a time.
-    static let loadBatch = 16_384
+    /// How many members a library's load hands out at a time; in debug builds few enough that the
+    /// tests' libraries of thousands of books are loaded in several batches.
+    #if DEBUG
+        static let loadBatch = 1_000
+    #else
+        static let loadBatch = 16_384
+    #endif
 
     package func changes(
         of target: LiveTarget,

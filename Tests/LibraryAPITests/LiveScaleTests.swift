@@ -29,7 +29,11 @@ import Testing
         let ids = try Self.fill(live, library: library, count: 10_000)
         let stream = try live.events("/libraries/\(library)/events?fields=bookCount,books.title")
         let snapshot = try #require(try stream.next(timeout: 20_000))
-        #expect((snapshot.json["books"] as? [Any])?.count == 10_000)
+        // Loaded in several batches (a thousand members each in debug builds): each member once,
+        // in order, with its values.
+        let members = try #require(snapshot.json["books"] as? [[String: Any]])
+        #expect(members.compactMap { $0["id"] as? String } == ids)
+        #expect(members.compactMap { $0["title"] as? String } == ids.indices.map { "T\($0)" })
 
         for (round, id) in [ids[0], ids[5_000], ids[9_999]].enumerated() {
             let before = live.hub.counters.applyWork.load(ordering: .relaxed)
