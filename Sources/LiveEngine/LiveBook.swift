@@ -120,13 +120,9 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
         }
     }
 
-    /// Once the read has ended: makes the snapshot (encoded with `encoder`) of a library that was
-    /// found, then calls `completion`, on the box's queue.
-    func finish(
-        _ result: Result<LoadedState, StoreError>,
-        encoder: (@Sendable (LiveEvent) -> [UInt8])?,
-        then completion: @escaping @Sendable () -> Void
-    ) {
+    /// Once the read has ended: makes the snapshot of a library that was found, then calls
+    /// `completion`, on the box's queue.
+    func finish(_ result: Result<LoadedState, StoreError>, then completion: @escaping @Sendable () -> Void) {
         queue.async { [self] in
             defer { completion() }
             guard case .success(let state) = result, case .library(let library, _)? = state.resource else {
@@ -136,7 +132,6 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
             if let shape, let table {
                 let event = LiveEvent.librarySnapshot(
                     id: library.id, seq: state.seq, shape: shape, fields: { library[$0] }, members: table)
-                if let encoder { event.wire.fill { encoder(event) } }
                 snapshot = (shape, event)
             }
             table = nil

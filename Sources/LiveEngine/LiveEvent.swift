@@ -124,12 +124,6 @@ package struct LiveEvent: Sendable {
 
         init() {}
 
-        /// Encodes now, on the calling thread: for an event made off the live actor (a loaded
-        /// library's first snapshot), before it is handed to the actor.
-        nonisolated func fill(_ encode: () -> [UInt8]) {
-            if bytes == nil { bytes = encode() }
-        }
-
         package func bytes(encodingWith encode: () -> [UInt8]) -> [UInt8] {
             if let bytes { return bytes }
             let encoded = encode()

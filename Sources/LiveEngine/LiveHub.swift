@@ -1,6 +1,5 @@
 import Dispatch
 import LibraryDomain
-import Synchronization
 
 /// The live side: watched libraries and books as `@Observable` models, and the subscribers of
 /// their event streams.
@@ -37,16 +36,6 @@ package final class LiveHub {
     private var heartbeat: (any DispatchSourceTimer)?
     package nonisolated let counters = LiveCounters()
     nonisolated let inbox: ChangeInbox
-    /// How a stream encodes an event (`LiveEvent.wire`), set by the API layer: a loaded library's
-    /// first snapshot is encoded with it while the live actor makes the library's model.
-    private nonisolated let eventEncoder = Mutex<(@Sendable (LiveEvent) -> [UInt8])?>(nil)
-
-    /// Sets how a stream encodes an event.
-    package nonisolated func encodeEvents(with encode: @escaping @Sendable (LiveEvent) -> [UInt8]) {
-        eventEncoder.withLock { $0 = encode }
-    }
-
-    nonisolated var encoder: (@Sendable (LiveEvent) -> [UInt8])? { eventEncoder.withLock { $0 } }
 
     private nonisolated init(store: any LiveStore, inboxCapacity: Int) {
         self.store = store
