@@ -39,17 +39,22 @@ enum ChangeLog {
     }
 
     /// The columns of the log that describe the change rather than hold a value: its row id, the
-    /// resource, then `previousColumns`.
+    /// resource and its insertion order (its row's `seq`, migration 0008), then `previousColumns`.
     static let metaColumns: [(name: String, kind: FieldKind)] =
-        [("item", .integer), ("entity", .text), ("entity_id", .identifier), ("deleted", .boolean), ("fields", .text)]
+        [
+            ("item", .integer), ("entity", .text), ("entity_id", .identifier), ("deleted", .boolean),
+            ("fields", .text), ("entity_seq", .integer),
+        ]
         + BookField.filterable.map { (previousColumn($0), $0.descriptor.kind) }
 
     /// The column holding a book's value of a filterable field before the change, kept only when
     /// the change made it differ (so unchanged rows stay lean): `previous_` and the field's column.
     static func previousColumn(_ field: BookField) -> String { "previous_" + field.descriptor.column }
 
-    /// Where the first of the previous values is in a row of `columns`.
-    private static let firstPrevious = 5
+    /// Where the resource's insertion order and the first of the previous values are in a row of
+    /// `columns`.
+    private static let entitySeq: Int32 = 5
+    private static let firstPrevious = 6
 
     /// Every field's column but `id` (the log's `entity_id`), of both resources, each once. A
     /// library's own id is its row's `library_id`, so that a library's replay finds it with its books.
@@ -93,12 +98,14 @@ enum ChangeLog {
             let rowID = SQLiteValue.int(firstItem(of: seq) + position)
             switch item {
             case .library(let library, let fields, let deleted):
-                return [rowID, "library", .text(library.id), .bool(deleted), .text(names(fields))]
+                return [rowID, "library", .text(library.id), .bool(deleted), .text(names(fields)), .int(library.seq)]
                     + BookField.filterable.map { _ in .null }
                     + fieldColumns.map { column in column.library.map { SQLiteValue(library[$0]) } ?? .null }
             case .book(let book, let fields, let before, let deleted):
                 // Each previous value only when it differs, so that unchanged rows stay lean.
-                var row: [SQLiteValue] = [rowID, "book", .text(book.id), .bool(deleted), .text(names(fields))]
+                var row: [SQLiteValue] = [
+                    rowID, "book", .text(book.id), .bool(deleted), .text(names(fields)), .int(book.seq),
+                ]
                 row.reserveCapacity(metaColumns.count + fieldColumns.count)
                 for field in BookField.filterable {
                     guard let value = before?[field], !value.sameBytes(book[field]) else {
@@ -131,15 +138,16 @@ enum ChangeLog {
         let seq = row.int(0) >> itemBits
         let fields = row.text(4).split(separator: ",").map(String.init)
         let id = FieldValue.string(row.text(2))
+        let order = row.optionalInt(entitySeq) ?? 0  // none in rows logged before migration 0008
         if row.text(1) == "library" {
-            let library = LibraryRecord(seq: 0) { field in
+            let library = LibraryRecord(seq: order) { field in
                 field == .id ? id : row.value(libraryPositions[field.rawValue], FieldShape(field.descriptor))
             }
             return (
                 seq, .library(library, fields: Set(fields.compactMap { LibraryField(named: $0) }), deleted: row.bool(3))
             )
         }
-        let book = BookRecord(seq: 0) { field in
+        let book = BookRecord(seq: order) { field in
             field == .id ? id : row.value(bookPositions[field.rawValue], FieldShape(field.descriptor))
         }
         // Created by this change: nothing before it; else each filtered value as it was.
@@ -196,11 +204,13 @@ extension SQLReader {
     package func allBooks(inLibrary id: String, batchesOf size: Int, _ body: ([BookRecord]) -> Void) throws {
         let library = FieldValue.string(id)
         try session.batches(
-            Self.allBooksQuery, [.text(id)], of: size, { Tables.books.record($0, knowing: .libraryId, is: library) },
+            Self.allBooksQuery, [.text(id)], of: size,
+            { Tables.books.record($0, knowing: BookField.library, is: library) },
             body)
     }
 
-    private static let allBooksQuery = "SELECT \(Tables.books.columns) FROM books WHERE library_id = ? ORDER BY seq"
+    private static let allBooksQuery =
+        "SELECT \(Tables.books.columns) FROM books WHERE \(BookField.library.descriptor.column) = ? ORDER BY seq"
 
     /// The logged changes after `seq` (up to `through`) that concern the book `id`, in order.
     package func changes(ofBook id: String, after seq: Int, through last: Int) throws -> [CommittedChange] {

@@ -31,8 +31,8 @@ import Testing
         return tables
     }
 
-    /// The same from the PostgreSQL migrations, in order: their CREATE TABLE statements and the
-    /// columns `ALTER TABLE … RENAME COLUMN` renames.
+    /// The same from the PostgreSQL migrations, in order: their CREATE TABLE statements, the
+    /// columns `ALTER TABLE … RENAME COLUMN` renames and those `ALTER TABLE … ADD COLUMN` adds.
     static func postgresColumns() throws -> [String: [String: Bool]] {
         var tables: [String: [String: Bool]] = [:]
         var table: String?
@@ -55,6 +55,8 @@ import Testing
                     let nullable = tables[renamed]?.removeValue(forKey: old)
                     #expect(nullable != nil, "\(file): no column \(old) in \(renamed)")
                     tables[renamed]?[new] = nullable
+                } else if line.hasPrefix("ALTER TABLE "), words.count >= 7, words[3] == "ADD", words[4] == "COLUMN" {
+                    tables[String(words[2]), default: [:]][String(words[5])] = !line.contains("NOT NULL")
                 } else {
                     #expect(!line.hasPrefix("ALTER TABLE"), "\(file): the test does not read \(line)")
                 }

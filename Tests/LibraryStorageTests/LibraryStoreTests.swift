@@ -429,11 +429,42 @@ import Testing
         }
     }
 
+    /// A record replayed from the log has its row's insertion order, as the writer's has: a book
+    /// that joins a watched library through the log takes its place among the members by it.
+    @Test func replayedRecords_KeepTheirInsertionOrder() throws {
+        let store = try LibraryStore(path: ":memory:", history: 100)
+        let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L")) }
+        let other = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "O")) }
+        let books = try (0..<3).map { index in
+            try store.writeAndWait { try $0.createBook(BookDraft(libraryId: library.id, title: "T\(index)")) }
+        }
+        _ = try store.writeAndWait { writer in
+            try writer.updateBook(id: books[0].id, if: .none) { draft in
+                var draft = draft
+                draft.libraryId = other.id
+                return draft
+            }
+        }
+        var seen = 0
+        for change in try #require(try Self.replay(store, .library(library.id), after: 0)) {
+            for item in change.items {
+                switch item {
+                case .library(let record, _, _):
+                    #expect(record.seq == library.seq && record.seq > 0)
+                case .book(let record, _, _, _):
+                    #expect(record.seq == books.first { $0.id == record.id }?.seq && record.seq > 0)
+                }
+                seen += 1
+            }
+        }
+        #expect(seen == 9, "the library; three creations and the move, each with the library's count")
+    }
+
     @Test func oldShapeLog_ReplaysAsBefore_ThenGoesOnFromItsLatestID() throws {
         let (path, a, b, x) = try Self.oldShapeDatabase()
         defer { try? FileManager.default.removeItem(atPath: path) }
         let store = try LibraryStore(path: path, history: 10)
-        #expect(store.appliedMigrations.map(\.version) == [4, 5, 6, 7])
+        #expect(store.appliedMigrations.map(\.version) == [4, 5, 6, 7, 8])
         #expect(try store.latestCommittedSeq() == 6)
 
         let book = Self.describe(try Self.replay(store, .book(x), after: 0))
