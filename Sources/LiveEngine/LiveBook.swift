@@ -51,7 +51,7 @@ package final class LiveBook {
     func update(_ new: BookRecord) {
         let changed = BookField.allCases.filter { $0 != .id && new[$0] != record[$0] }
         var next = new
-        next.seq = record.seq  // a change log's record has no insertion order
+        next.seq = record.seq  // rows logged before migration 0008 have no insertion order
         if !changed.isEmpty { mutating(changed[...]) { record = next } }
     }
 
@@ -114,9 +114,7 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
                 ordered.append(book)
                 byID[record.id] = book  // ids are unique
             }
-            if let fields = table?.bookFields {
-                for record in records { table!.append(record.id, fields) { record[$0] } }
-            }
+            table?.append(books: records, id: \.id, order: \.seq) { $0[$1] }
         }
     }
 

@@ -29,31 +29,33 @@ package struct LiveEvent: Sendable {
     }
 
     /// A snapshot's members, as one flat table rather than a value per member: a snapshot of a
-    /// million books is then two arrays, built and freed in one piece.
+    /// million books is then a few arrays, built and freed in one piece.
     package struct MemberTable: Sendable {
-        /// The names of the fields each member carries, in representation order.
+        /// The fields each member carries (its columns), in representation order.
+        enum Columns: Sendable {
+            case books([BookField])
+            case libraries([LibraryField])
+        }
+
+        let columns: Columns
+        /// The columns' names, in the same order (what the encoder writes).
         package let fields: [String]
         package private(set) var ids: [String] = []
         /// `fields.count` values per member, member after member.
         package private(set) var values: [FieldValue] = []
+        /// A library's members' insertion orders (`LiveBook.order`), member after member, which a
+        /// kept snapshot's refresh places joining members by (`applying(_:addedOrders:)`); empty
+        /// in a collection's page.
+        private(set) var orders: [Int] = []
 
-        /// For a table of book fields, the fields (`fields` holds their names).
-        private(set) var bookFields: [BookField] = []
-
-        init(fields: [BookField], capacity: Int) {
-            self.init(names: fields.map { $0.name }, capacity: capacity)
-            bookFields = fields
-        }
-
-        init(names: [String], capacity: Int) {
-            self.fields = names
+        init(_ columns: Columns, capacity: Int) {
+            self.columns = columns
+            switch columns {
+            case .books(let fields): self.fields = fields.map(\.name)
+            case .libraries(let fields): self.fields = fields.map(\.name)
+            }
             ids.reserveCapacity(capacity)
-            values.reserveCapacity(capacity * names.count)
-        }
-
-        mutating func append(_ id: String, values row: some Sequence<FieldValue>) {
-            ids.append(id)
-            values.append(contentsOf: row)
+            values.reserveCapacity(capacity * fields.count)
         }
 
         package var count: Int { ids.count }
@@ -63,9 +65,85 @@ package struct LiveEvent: Sendable {
             values[index * fields.count..<(index + 1) * fields.count]
         }
 
-        mutating func append(_ id: String, _ fields: [BookField], _ value: (BookField) -> FieldValue) {
-            ids.append(id)
-            for field in fields { values.append(value(field)) }
+        /// Appends books, a row each: the id, the insertion order (for a library's members) and
+        /// the value of each column.
+        mutating func append<Member>(
+            books members: some Sequence<Member>,
+            id: (Member) -> String,
+            order: ((Member) -> Int)? = nil,
+            _ value: (Member, BookField) -> FieldValue
+        ) {
+            guard case .books(let columns) = columns else { preconditionFailure("a table of libraries") }
+            for member in members {
+                ids.append(id(member))
+                if let order { orders.append(order(member)) }
+                for field in columns { values.append(value(member, field)) }
+            }
+        }
+
+        /// Appends libraries (a collection's page), a row each: the id and each column's value.
+        mutating func append<Member>(
+            libraries members: some Sequence<Member>, id: (Member) -> String,
+            _ value: (Member, LibraryField) -> FieldValue
+        ) {
+            guard case .libraries(let columns) = columns else { preconditionFailure("a table of books") }
+            for member in members {
+                ids.append(id(member))
+                for field in columns { values.append(value(member, field)) }
+            }
+        }
+
+        /// A library's members after `change`: the changed ones with their new values, the
+        /// removed ones gone, and the added ones (whose insertion orders are `addedOrders`, in the
+        /// same order) in their places. Runs off the live actor: one pass over the table, which
+        /// is what refreshing a kept snapshot of a million members costs instead of a new one
+        /// made from the models on the actor.
+        func applying(_ change: MembershipChange, addedOrders: [Int]) -> MemberTable {
+            guard case .books(let columns) = columns else { preconditionFailure("a table of libraries") }
+            precondition(orders.count == ids.count && addedOrders.count == change.added.count)
+            var column = [Int?](repeating: nil, count: BookField.allCases.count)
+            for (index, field) in columns.enumerated() { column[field.rawValue] = index }
+            let width = fields.count
+            /// A row of `width` values with `updates` written over `row`.
+            func patched(_ row: ArraySlice<FieldValue>, _ updates: [(BookField, FieldValue)]) -> ArraySlice<FieldValue>
+            {
+                var row = row
+                for (field, value) in updates {
+                    if let index = column[field.rawValue] { row[row.startIndex + index] = value }
+                }
+                return row
+            }
+            var changed: [String: [(BookField, FieldValue)]] = [:]
+            for member in change.changed { changed[member.id, default: []] += member.fields }
+            let removed = Set(change.removed)
+            let added = zip(change.added, addedOrders).sorted { $0.1 < $1.1 }
+            let blank = ArraySlice(repeatElement(FieldValue.null, count: width))
+
+            var next = MemberTable(self.columns, capacity: count - removed.count + added.count)
+            var nextAdded = added.startIndex
+            func appendAdded(before order: Int) {
+                while nextAdded < added.endIndex, added[nextAdded].1 < order {
+                    let (member, order) = added[nextAdded]
+                    next.ids.append(member.id)
+                    next.orders.append(order)
+                    next.values.append(contentsOf: patched(blank, member.fields))
+                    nextAdded += 1
+                }
+            }
+            for index in ids.indices {
+                appendAdded(before: orders[index])
+                let id = ids[index]
+                if !removed.isEmpty && removed.contains(id) { continue }
+                next.ids.append(id)
+                next.orders.append(orders[index])
+                if changed.isEmpty {
+                    next.values.append(contentsOf: values(of: index))
+                } else {
+                    next.values.append(contentsOf: patched(values(of: index), changed[id] ?? []))
+                }
+            }
+            appendAdded(before: .max)
+            return next
         }
     }
 

@@ -83,15 +83,13 @@ extension LiveHub {
         switch page.items {
         case .books(let books):
             let fields = BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) }
-            var table = LiveEvent.MemberTable(fields: fields, capacity: books.count)
-            for book in books { table.append(book.id, values: fields.lazy.map { book[$0] }) }
+            var table = LiveEvent.MemberTable(.books(fields), capacity: books.count)
+            table.append(books: books, id: \.id) { $0[$1] }
             event.members = table
         case .libraries(let libraries):
             let fields = LibraryField.allCases.filter { $0 != .id && shape.libraryFields.contains($0) }
-            var table = LiveEvent.MemberTable(names: fields.map(\.name), capacity: libraries.count)
-            for library in libraries {
-                table.append(library.id, values: fields.lazy.map { library[$0] })
-            }
+            var table = LiveEvent.MemberTable(.libraries(fields), capacity: libraries.count)
+            table.append(libraries: libraries, id: \.id) { $0[$1] }
             event.members = table
         }
         return event

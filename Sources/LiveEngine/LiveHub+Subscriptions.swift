@@ -406,8 +406,7 @@ extension LiveHub {
         if shape.members {
             let members = library.orderedMembers()
             var made = LiveEvent.memberTable(for: shape, capacity: members.count)
-            let fields = made.bookFields
-            for book in members { made.append(book.id, fields) { book[$0] } }
+            made.append(books: members, id: { $0.id }, order: { $0.order }) { $0[$1] }
             table = made
         }
         return LiveEvent.librarySnapshot(
@@ -452,10 +451,10 @@ extension LiveEvent {
         return event
     }
 
-    /// The members' part of a library snapshot for `shape`, empty, to be appended to with
-    /// `bookFields`, member after member.
+    /// The members' part of a library snapshot for `shape`, empty, to be appended to member
+    /// after member.
     static func memberTable(for shape: SubscriptionRequest.Shape, capacity: Int) -> MemberTable {
         MemberTable(
-            fields: BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) }, capacity: capacity)
+            .books(BookField.allCases.filter { $0 != .id && shape.bookFields.contains($0) }), capacity: capacity)
     }
 }

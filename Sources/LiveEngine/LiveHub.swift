@@ -231,7 +231,7 @@ package final class LiveHub {
         }
         for library in touchedLibraries {
             counters.applyWork.add(1, ordering: .relaxed)
-            library.snapshots.note(library)
+            if library.snapshots.note(library) { library.snapshots.refresh(library, at: seq) }
             if !deletedLibraries.contains(where: { $0 === library }), let audience = audiences[.library(library.id)] {
                 var delta = ResourceDelta(id: library.id)
                 delta.libraryFields = ResourceDelta.values(library.dirty) { library[$0] }

@@ -145,6 +145,91 @@ import Testing
         #expect(try #require(try first.next()).data == (try #require(try later.next())).data)
     }
 
+    @Test func aKeptSnapshot_IsRefreshedAsTheLibraryChanges_ToWhatANewOneWouldBe() throws {
+        let live = try LiveServer()
+        let library = try live.createLibrary()
+        let other = try live.createLibrary("Branch")
+        // Inserted before the library's members, so that it joins them first in order.
+        let early = try live.createBook(in: other, title: "Early")
+        let ids = try Self.fill(live, library: library, count: 3_000)
+        let path = "/libraries/\(library)/events?fields=name,books.title,books.available"
+        let first = try live.events(path)
+        let snapshot = try #require(try first.next(timeout: 20_000))
+        let taken = try #require(Int(snapshot.id ?? ""))
+
+        // The name; one book leaves, one joins in the middle of the order, one joins at its end,
+        // one joins and leaves again; then more titles than a refresh waits for (a sixty-fourth of
+        // 3,000 members touched), and an author nobody asked for.
+        #expect(try live.request("PATCH", "/libraries/\(library)", body: #"{"name":"Renamed"}"#).status == 200)
+        #expect(try live.request("PATCH", "/books/\(ids[12])", body: #"{"libraryId":"\#(other)"}"#).status == 200)
+        #expect(try live.request("PATCH", "/books/\(early)", body: #"{"libraryId":"\#(library)"}"#).status == 200)
+        _ = try live.createBook(in: library, title: "Newcomer")
+        let passing = try live.createBook(in: library, title: "Passing")
+        #expect(try live.request("DELETE", "/books/\(passing)").status == 204)
+        #expect(try live.request("PATCH", "/books/\(ids[2_999])", body: #"{"available":false}"#).status == 200)
+        for index in stride(from: 0, to: 1_500, by: 25) {
+            let body = #"{"title":"Retitled \#(index)"}"#
+            #expect(try live.request("PATCH", "/books/\(ids[index])", body: body).status == 200)
+        }
+        #expect(try live.request("PATCH", "/books/\(ids[30])", body: #"{"author":"Nobody asked"}"#).status == 200)
+        #expect(try first.drain(atLeast: 67).count == 67)
+
+        // The refresh is made off the live actor: a later subscriber gets it once it is in place,
+        // with an id past the first snapshot's, and the change since it.
+        var refreshed: (snapshot: ReceivedEvent, since: [ReceivedEvent])?
+        for _ in 0..<100 where refreshed == nil {
+            let later = try live.events(path)
+            let kept = try #require(try later.next(timeout: 20_000))
+            #expect(kept.event == "snapshot")
+            if Int(kept.id ?? "") ?? 0 > taken {
+                refreshed = (kept, later.drain(quiet: 200))
+            } else {
+                usleep(20_000)
+            }
+        }
+        let (event, since) = try #require(refreshed, "a kept snapshot was refreshed")
+        #expect(since.count <= 1)
+
+        // What a new snapshot would be: the database's members, in order, with their values.
+        var expected: [[String: Any]] = []
+        var cursor: String?
+        repeat {
+            let page = try live.request(
+                "GET", "/libraries/\(library)/books?limit=500" + (cursor.map { "&cursor=\($0)" } ?? ""))
+            expected += page.json["items"] as? [[String: Any]] ?? []
+            cursor = page.json["nextCursor"] as? String
+        } while cursor != nil
+        #expect(expected.count == 3_001)
+        let members = try #require(event.json["books"] as? [[String: Any]])
+        // The membership moved before the refresh: its members are the database's, in its order.
+        let memberIDs = members.compactMap { $0["id"] as? String }
+        #expect(memberIDs == expected.compactMap { $0["id"] as? String }, "members in insertion order")
+        #expect(memberIDs.first == early && members.last?["title"] as? String == "Newcomer")
+        #expect(members.allSatisfy { $0.count == 3 }, "id, title and available only")
+        #expect(event.json["name"] as? String == "Renamed")
+        // Its values, with the change since it, are the database's.
+        var titles = Dictionary(
+            uniqueKeysWithValues: members.map { ($0["id"] as? String ?? "", $0["title"] as? String) })
+        let available = Dictionary(
+            uniqueKeysWithValues: members.map { ($0["id"] as? String ?? "", $0["available"] as? Bool) })
+        for change in since {
+            let changed = (change.json["books"] as? [String: Any])?["changed"] as? [[String: Any]] ?? []
+            #expect(!changed.isEmpty && changed.count < 60, "only titles written after the refresh began")
+            for member in changed {
+                if let title = member["title"] as? String { titles[member["id"] as? String ?? ""] = title }
+            }
+        }
+        for item in expected {
+            let id = item["id"] as? String ?? ""
+            #expect(titles[id] == item["title"] as? String)
+            #expect(available[id] == item["available"] as? Bool)
+        }
+
+        // The refreshed snapshot is kept like any: the streams go on.
+        #expect(try live.request("PATCH", "/books/\(ids[20])", body: #"{"title":"Again"}"#).status == 200)
+        #expect(try first.next()?.data.contains("Again") == true)
+    }
+
     @Test func aResumePastTheHistory_GetsASnapshotOfNowNotAKeptOne() throws {
         let live = try LiveServer(history: 100)
         let library = try live.createLibrary()
