@@ -12,10 +12,11 @@ import LibraryDomain
 /// the last snapshot old.
 ///
 /// Nor does a kept snapshot grow old: once a sixty-fourth of the library has been touched since
-/// it was taken, it is refreshed (`refresh(_:at:)`): the catch-up is made on the actor, as for a
-/// joining subscriber, and applied to the kept snapshot's member table on another thread, one pass
-/// over the table; the refreshed snapshot replaces the old one when it is done. Only when the
-/// refreshes cannot keep up (a sixteenth of the library touched) do the snapshots go.
+/// it was taken, it is refreshed (`refresh(_:at:)`) on another thread, from what was recorded: the
+/// catch-up of each shape, applied to its snapshot's member table. What is recorded holds the
+/// members' values as they were noted, so neither a catch-up nor a refresh reads the models, and
+/// the live actor only notes changes and swaps the refreshed snapshots in. Only when refreshes
+/// cannot keep up (a sixteenth of the library touched) do the snapshots go.
 ///
 /// What is recorded comes from Observation, like every live event, so a kept snapshot is only as
 /// good as the fields its shape's subscribers keep armed: one is kept only while somebody of its
@@ -47,7 +48,7 @@ struct KeptSnapshots {
     mutating func keep(_ event: LiveEvent, for shape: SubscriptionRequest.Shape) {
         if !changes.isEmpty { removeAll() }
         cancelRefresh()  // it would bring the others to an id this one may not be exact at
-        events[shape] = event
+        if let old = events.updateValue(event, forKey: shape) { Self.release([old]) }
         changes.seq = max(changes.seq, event.seq)
     }
 
@@ -55,14 +56,24 @@ struct KeptSnapshots {
     /// be observed, so what changed in them would not be recorded).
     mutating func keep(only shapes: some Sequence<SubscriptionRequest.Shape>) {
         let wanted = Set(shapes)
-        events = events.filter { wanted.contains($0.key) }
+        var dropped: [LiveEvent] = []
+        for shape in events.keys where !wanted.contains(shape) { dropped.append(events.removeValue(forKey: shape)!) }
+        Self.release(dropped)
         if events.isEmpty { removeAll() }
     }
 
     mutating func removeAll() {
+        Self.release(Array(events.values))
         events = [:]
         changes = Changes(seq: 0)
         cancelRefresh()
+    }
+
+    /// Lets go of snapshots on another thread: the last reference to a million members' table
+    /// releases a million strings, which would hold up the live actor for a tenth of a second.
+    private static func release(_ dropped: [LiveEvent]) {
+        guard !dropped.isEmpty else { return }
+        DispatchQueue.global(qos: .utility).async { withExtendedLifetime(dropped) {} }
     }
 
     private mutating func cancelRefresh() {
@@ -85,134 +96,136 @@ struct KeptSnapshots {
         return refreshing == nil && changes.count > max(Self.refreshFloor, size / 64)
     }
 
-    /// The change that brings a kept snapshot of `library` up to its state at `current`, as the
+    /// The change that brings a kept snapshot of library `id` up to its state at `current`, as the
     /// subscribers of `shape` see it; nil when nothing they asked for changed.
-    @LiveActor
-    func catchUp(_ library: LiveLibrary, to current: Int, for shape: SubscriptionRequest.Shape) -> LiveEvent? {
-        changes.catchUp(library, to: current, for: shape)
+    func catchUp(_ id: String, to current: Int, for shape: SubscriptionRequest.Shape) -> LiveEvent? {
+        changes.catchUp(id, to: current, for: shape)
     }
 
     /// Begins bringing every kept snapshot of `library` (whose `snapshots` this is) up to `seq`,
-    /// the change just published: their catch-ups are made here, and applied to the snapshots on
-    /// another thread.
+    /// the change just published, on another thread, from what was recorded.
     @LiveActor
     mutating func refresh(_ library: LiveLibrary, at seq: Int) {
         guard refreshing == nil, !events.isEmpty, seq > changes.seq else { return }
-        let work = events.map { shape, event in
-            let change = changes.catchUp(library, to: seq, for: shape)
-            let orders = change?.membership?.added.map { library.members[$0.id]?.order ?? .max } ?? []
-            return Refresh(shape: shape, event: event, change: change, addedOrders: orders)
-        }
+        let (kept, since, id, generation) = (events, changes, library.id, generation)
         refreshing = Changes(seq: seq)
-        let generation = generation
         DispatchQueue.global(qos: .utility).async {
-            let refreshed = work.map { ($0.shape, $0.refreshed(at: seq)) }
+            let refreshed = kept.map { shape, event in (shape, since.refreshed(event, of: id, at: seq, for: shape)) }
             LiveActor.enqueue { library.snapshots.install(refreshed, generation: generation) }
         }
     }
 
     /// Puts refreshed snapshots in place of the old ones, unless the snapshots went meanwhile.
     private mutating func install(_ refreshed: [(SubscriptionRequest.Shape, LiveEvent)], generation: Int) {
-        guard generation == self.generation, let since = refreshing else { return }
-        for (shape, event) in refreshed where events[shape] != nil { events[shape] = event }
+        guard generation == self.generation, let since = refreshing else { return Self.release(refreshed.map(\.1)) }
+        var replaced: [LiveEvent] = []
+        for (shape, event) in refreshed where events[shape] != nil {
+            replaced.append(events.updateValue(event, forKey: shape)!)
+        }
+        Self.release(replaced)
         changes = since
         refreshing = nil
     }
 
-    /// One kept snapshot to refresh: it, and the change since (nil: nothing its shape asked for).
-    private struct Refresh: Sendable {
-        let shape: SubscriptionRequest.Shape
-        let event: LiveEvent
-        let change: LiveEvent?
-        let addedOrders: [Int]
-
-        /// The snapshot at `seq`; off the live actor.
-        func refreshed(at seq: Int) -> LiveEvent {
-            // Unchanged for its subscribers: still exact, and already encoded.
-            guard let change else { return event }
-            var next = LiveEvent(kind: .snapshot, seq: seq, id: event.id)
-            next.libraryFields = event.libraryFields.map { field, value in
-                (field, change.libraryFields.first { $0.0 == field }?.1 ?? value)
-            }
-            next.members = event.members.map {
-                $0.applying(change.membership ?? .init(), addedOrders: addedOrders)
-            }
-            return next
-        }
-    }
-
-    /// What changed in a library since `seq`: enough to bring a snapshot taken at `seq` up to date.
+    /// What changed in a library since `seq`, with the values it changed to: enough to bring a
+    /// snapshot taken at `seq` up to date without reading the models.
     private struct Changes {
+        /// A member touched since `seq`.
+        struct Entry {
+            let id: String
+            /// Whether it was a member at `seq`, and is one now.
+            let wasMember: Bool
+            var isMember: Bool
+            /// Its insertion order (where it goes among the members).
+            var order: Int
+            /// The fields that changed (all of them once it joined), a bit per field
+            /// (`1 << rawValue`), and their latest values, by field.
+            var fields: UInt64
+            var values: [FieldValue]
+        }
+
         var seq: Int
-        /// The library's own fields that changed.
-        private var libraryFields: Set<LibraryField> = []
-        /// The members touched: where each is in `order`.
+        /// The library's own fields that changed, with their latest values.
+        private var libraryValues: [LibraryField: FieldValue] = [:]
+        /// The members touched: where each is in `entries`.
         private var touched: [String: Int] = [:]
-        /// The members touched, in the order they were first touched: whether each was a member at
-        /// `seq`, and the fields that changed (all of them once it left or joined meanwhile), a bit
-        /// per field (`1 << rawValue`), so that noting a change allocates nothing.
-        private var order: [(id: String, wasMember: Bool, fields: UInt64)] = []
+        /// The members touched, in the order they were first touched.
+        private var entries: [Entry] = []
         private static let allFields = BookField.all.reduce(UInt64(0)) { $0 | 1 << $1.rawValue }
+        private static let blank = [FieldValue](repeating: .null, count: BookField.allCases.count)
 
         init(seq: Int) {
             self.seq = seq
         }
 
-        var isEmpty: Bool { libraryFields.isEmpty && touched.isEmpty }
+        var isEmpty: Bool { libraryValues.isEmpty && touched.isEmpty }
 
         /// Members touched.
-        var count: Int { order.count }
+        var count: Int { entries.count }
 
         /// Records what one published change did to `library`.
         @LiveActor
         mutating func note(_ library: LiveLibrary) {
-            libraryFields.formUnion(library.dirty)
+            for field in library.dirty { libraryValues[field] = library[field] }
             for book in library.changedMembers {
-                let fields = book.dirty.reduce(UInt64(0)) { $0 | 1 << $1.rawValue }
-                if let index = touched[book.id] {
-                    order[index].fields |= fields
+                note(book, fields: book.dirty.reduce(UInt64(0)) { $0 | 1 << $1.rawValue }, wasMember: true)
+            }
+            for book in library.joined { note(book, fields: Self.allFields, wasMember: false) }
+            for id in library.left {
+                if let index = touched[id] {
+                    entries[index].isMember = false
                 } else {
-                    touch(book.id, wasMember: true, fields: fields)
+                    touched[id] = entries.count
+                    entries.append(
+                        Entry(id: id, wasMember: true, isMember: false, order: 0, fields: 0, values: Self.blank))
                 }
             }
-            for book in library.joined { moved(book.id, wasMember: false) }
-            for id in library.left { moved(id, wasMember: true) }
         }
 
-        /// A member that left or joined: all its fields are sent again, whatever happened meanwhile.
-        private mutating func moved(_ id: String, wasMember: Bool) {
-            if let index = touched[id] {
-                order[index].fields = Self.allFields
+        /// Records `fields` of `book`, a member now.
+        @LiveActor
+        private mutating func note(_ book: LiveBook, fields: UInt64, wasMember: Bool) {
+            let index: Int
+            if let known = touched[book.id] {
+                index = known
             } else {
-                touch(id, wasMember: wasMember, fields: Self.allFields)
+                index = entries.count
+                touched[book.id] = index
+                entries.append(
+                    Entry(id: book.id, wasMember: wasMember, isMember: true, order: 0, fields: 0, values: Self.blank))
+            }
+            entries[index].isMember = true
+            entries[index].order = book.order
+            entries[index].fields |= fields
+            for field in BookField.allCases where fields & 1 << field.rawValue != 0 {
+                entries[index].values[field.rawValue] = book[field]
             }
         }
 
-        private mutating func touch(_ id: String, wasMember: Bool, fields: UInt64) {
-            touched[id] = order.count
-            order.append((id, wasMember, fields))
-        }
+        /// The insertion order of a member touched and a member now.
+        func order(of id: String) -> Int { touched[id].map { entries[$0].order } ?? 0 }
 
-        /// The change from `seq` to `current` for the subscribers of `shape`; nil when nothing
-        /// they asked for changed.
-        @LiveActor
-        func catchUp(_ library: LiveLibrary, to current: Int, for shape: SubscriptionRequest.Shape) -> LiveEvent? {
+        /// The change from `seq` to `current` for the subscribers of `shape` of library `id`; nil
+        /// when nothing they asked for changed.
+        func catchUp(_ id: String, to current: Int, for shape: SubscriptionRequest.Shape) -> LiveEvent? {
             guard current > seq, !isEmpty else { return nil }
             // Only what the subscribers of `shape` asked for, so the delta needs no second pass.
             let wanted =
                 shape.members ? shape.bookFields.reduce(UInt64(0)) { $0 | 1 << $1.rawValue } & Self.allFields : 0
-            var delta = ResourceDelta(id: library.id)
-            delta.libraryFields = ResourceDelta.values(libraryFields.intersection(shape.libraryFields)) { library[$0] }
-            for (id, wasMember, fields) in order {
-                switch (wasMember, library.members[id]) {
-                case (true, let book?):
-                    guard fields & wanted != 0 else { continue }
-                    delta.changed.append(.init(id: id, fields: Self.values(of: book, fields & wanted)))
-                case (true, nil):
-                    if shape.members { delta.removed.append(id) }
-                case (false, let book?):
-                    if shape.members { delta.added.append(.init(id: id, fields: Self.values(of: book, wanted))) }
-                case (false, nil):
+            var delta = ResourceDelta(id: id)
+            delta.libraryFields = ResourceDelta.values(Set(libraryValues.keys).intersection(shape.libraryFields)) {
+                libraryValues[$0] ?? .null
+            }
+            for entry in entries {
+                switch (entry.wasMember, entry.isMember) {
+                case (true, true):
+                    guard entry.fields & wanted != 0 else { continue }
+                    delta.changed.append(.init(id: entry.id, fields: Self.values(of: entry, entry.fields & wanted)))
+                case (true, false):
+                    if shape.members { delta.removed.append(entry.id) }
+                case (false, true):
+                    if shape.members { delta.added.append(.init(id: entry.id, fields: Self.values(of: entry, wanted))) }
+                case (false, false):
                     continue  // joined and left again
                 }
             }
@@ -220,13 +233,26 @@ struct KeptSnapshots {
             return event.isEmptyChange ? nil : event
         }
 
+        /// `event`, a snapshot of library `id` for `shape` exact at `seq`, brought up to `current`
+        /// (itself when nothing its subscribers asked for changed: still exact, still encoded).
+        func refreshed(_ event: LiveEvent, of id: String, at current: Int, for shape: SubscriptionRequest.Shape)
+            -> LiveEvent
+        {
+            guard let change = catchUp(id, to: current, for: shape) else { return event }
+            var next = LiveEvent(kind: .snapshot, seq: current, id: event.id)
+            next.libraryFields = event.libraryFields.map { field, value in
+                (field, change.libraryFields.first { $0.0 == field }?.1 ?? value)
+            }
+            next.members = event.members.map { $0.applying(change.membership ?? .init(), orders: order(of:)) }
+            return next
+        }
+
         /// The values of the fields in `mask`, in representation order.
-        @LiveActor
-        private static func values(of book: LiveBook, _ mask: UInt64) -> [(BookField, FieldValue)] {
+        private static func values(of entry: Entry, _ mask: UInt64) -> [(BookField, FieldValue)] {
             var values: [(BookField, FieldValue)] = []
             values.reserveCapacity(mask.nonzeroBitCount)
             for field in BookField.allCases where mask & 1 << field.rawValue != 0 {
-                values.append((field, book[field]))
+                values.append((field, entry.values[field.rawValue]))
             }
             return values
         }

@@ -94,56 +94,74 @@ package struct LiveEvent: Sendable {
         }
 
         /// A library's members after `change`: the changed ones with their new values, the
-        /// removed ones gone, and the added ones (whose insertion orders are `addedOrders`, in the
-        /// same order) in their places. Runs off the live actor: one pass over the table, which
-        /// is what refreshing a kept snapshot of a million members costs instead of a new one
-        /// made from the models on the actor.
-        func applying(_ change: MembershipChange, addedOrders: [Int]) -> MemberTable {
+        /// removed ones gone, and the added ones in their places, by insertion order (`order`
+        /// gives a changed or added member's). Runs off the live actor. When the membership stays,
+        /// the ids and orders are shared with this table and only the values are copied, the
+        /// changed rows found by their order; else one pass over the table.
+        func applying(_ change: MembershipChange, orders order: (String) -> Int) -> MemberTable {
             guard case .books(let columns) = columns else { preconditionFailure("a table of libraries") }
-            precondition(orders.count == ids.count && addedOrders.count == change.added.count)
+            precondition(orders.count == ids.count, "a library's table has its members' orders")
             var column = [Int?](repeating: nil, count: BookField.allCases.count)
             for (index, field) in columns.enumerated() { column[field.rawValue] = index }
             let width = fields.count
-            /// A row of `width` values with `updates` written over `row`.
-            func patched(_ row: ArraySlice<FieldValue>, _ updates: [(BookField, FieldValue)]) -> ArraySlice<FieldValue>
-            {
-                var row = row
+            /// Writes `updates` over the row that starts at `start` of `values`.
+            func patch(_ values: inout [FieldValue], at start: Int, with updates: [(BookField, FieldValue)]) {
                 for (field, value) in updates {
-                    if let index = column[field.rawValue] { row[row.startIndex + index] = value }
+                    if let index = column[field.rawValue] { values[start + index] = value }
                 }
-                return row
             }
+
+            if change.added.isEmpty && change.removed.isEmpty {
+                var next = self
+                for member in change.changed {
+                    guard let index = position(of: member.id, order: order(member.id)) else { continue }
+                    patch(&next.values, at: index * width, with: member.fields)
+                }
+                return next
+            }
+
+            // The membership moved (rarer): one pass, the changed and removed found by id.
             var changed: [String: [(BookField, FieldValue)]] = [:]
             for member in change.changed { changed[member.id, default: []] += member.fields }
             let removed = Set(change.removed)
-            let added = zip(change.added, addedOrders).sorted { $0.1 < $1.1 }
-            let blank = ArraySlice(repeatElement(FieldValue.null, count: width))
-
+            let added = change.added.map { (order($0.id), $0) }.sorted { $0.0 < $1.0 }
             var next = MemberTable(self.columns, capacity: count - removed.count + added.count)
-            var nextAdded = added.startIndex
-            func appendAdded(before order: Int) {
-                while nextAdded < added.endIndex, added[nextAdded].1 < order {
-                    let (member, order) = added[nextAdded]
+            var nextAdded = 0
+            func appendAdded(before limit: Int) {
+                while nextAdded < added.count, added[nextAdded].0 < limit {
+                    let (order, member) = added[nextAdded]
                     next.ids.append(member.id)
                     next.orders.append(order)
-                    next.values.append(contentsOf: patched(blank, member.fields))
+                    let start = next.values.count
+                    next.values.append(contentsOf: repeatElement(FieldValue.null, count: width))
+                    patch(&next.values, at: start, with: member.fields)
                     nextAdded += 1
                 }
             }
             for index in ids.indices {
                 appendAdded(before: orders[index])
                 let id = ids[index]
-                if !removed.isEmpty && removed.contains(id) { continue }
+                if removed.contains(id) { continue }
                 next.ids.append(id)
                 next.orders.append(orders[index])
-                if changed.isEmpty {
-                    next.values.append(contentsOf: values(of: index))
-                } else {
-                    next.values.append(contentsOf: patched(values(of: index), changed[id] ?? []))
-                }
+                let start = next.values.count
+                next.values.append(contentsOf: values(of: index))
+                if let updates = changed[id] { patch(&next.values, at: start, with: updates) }
             }
             appendAdded(before: .max)
             return next
+        }
+
+        /// Where member `id`, of insertion order `order`, is: found by its order (the table is in
+        /// insertion order), or by its id should orders repeat (rows logged before they were kept).
+        private func position(of id: String, order: Int) -> Int? {
+            var (low, high) = (0, orders.count)
+            while low < high {
+                let middle = (low + high) / 2
+                if orders[middle] < order { low = middle + 1 } else { high = middle }
+            }
+            if low < ids.count, orders[low] == order, ids[low] == id { return low }
+            return ids.firstIndex(of: id)
         }
     }
 

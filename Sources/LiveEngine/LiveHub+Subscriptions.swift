@@ -386,17 +386,18 @@ extension LiveHub {
         case .library(let library):
             // Not for a subscriber whose resume fell past the history (or whose replay failed):
             // its snapshot must be newer than the id it resumed from. Nor one older than the
-            // history: a client resuming from its id would have to start afresh.
-            if subscriber.request.resumeAfter == nil, let kept = library.snapshots[shape],
-                seq - kept.seq <= store.history
-            {
-                subscriber.deliver(kept)
-                if let change = library.snapshots.catchUp(library, to: seq, for: shape) { subscriber.deliver(change) }
-            } else {
-                let event = snapshot(of: library, shape, seq: seq)
-                library.snapshots.keep(event, for: shape)
-                subscriber.deliver(event)
+            // history with nothing after it: a client resuming from its id would start afresh.
+            if subscriber.request.resumeAfter == nil, let kept = library.snapshots[shape] {
+                let change = library.snapshots.catchUp(library.id, to: seq, for: shape)
+                if change != nil || seq - kept.seq <= store.history {
+                    subscriber.deliver(kept)
+                    if let change { subscriber.deliver(change) }
+                    break
+                }
             }
+            let event = snapshot(of: library, shape, seq: seq)
+            library.snapshots.keep(event, for: shape)
+            subscriber.deliver(event)
         }
         subscriber.sink.settled(through: seq)
     }
