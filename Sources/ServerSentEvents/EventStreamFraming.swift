@@ -31,12 +31,21 @@ public enum EventStreamFraming {
 
     /// A whole event of one data line: `event:`, `id:`, `data:` and the blank line after it.
     public static func event(kind: String, id: String, data: [UInt8]) -> [UInt8] {
-        var bytes = Array("event: \(kind)\nid: \(id)\ndata: ".utf8)
+        var bytes = eventHead(kind: kind, id: id)
         bytes.reserveCapacity(bytes.count + data.count + 2)
         bytes += data
-        bytes += [lineEnd, lineEnd]
+        bytes += eventEnd
         return bytes
     }
+
+    /// An event of one data line up to its data (`event:`, `id:`, `data: `), for data written
+    /// after it in place; `eventEnd` follows the data.
+    public static func eventHead(kind: String, id: String) -> [UInt8] {
+        Array("event: \(kind)\nid: \(id)\ndata: ".utf8)
+    }
+
+    /// The end of the data line and the blank line that ends the event.
+    public static let eventEnd = [lineEnd, lineEnd]
 
     /// A data line: `data: `, `json` and the line end.
     public static func dataLine(_ json: [UInt8]) -> [UInt8] { dataPrefix + json + [lineEnd] }

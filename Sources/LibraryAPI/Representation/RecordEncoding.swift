@@ -43,12 +43,19 @@ enum JSONKeys {
     static let library = keys(LibraryField.self)
     static let book = keys(BookField.self)
 
-    static func keys<Field: ResourceField>(_: Field.Type) -> [[UInt8]] {
-        Field.names.map { name in
-            var bytes: [UInt8] = []
-            JSONWriter.appendString(name, to: &bytes)
-            bytes.append(UInt8(ascii: ":"))
-            return bytes
-        }
+    static func keys<Field: ResourceField>(_: Field.Type) -> [[UInt8]] { Field.names.map { key($0) } }
+
+    /// `"name":`.
+    static func key(_ name: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        JSONWriter.appendString(name, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        return bytes
     }
+
+    /// What opens a member of a snapshot's table: `{"id":`.
+    static let memberStart = Array("{".utf8) + key("id")
+    static let `true` = Array("true".utf8)
+    static let `false` = Array("false".utf8)
+    static let null = Array("null".utf8)
 }

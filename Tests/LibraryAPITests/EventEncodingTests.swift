@@ -1,0 +1,124 @@
+import Foundation
+import JSON
+import LibraryDomain
+import Testing
+
+@testable import LibraryAPI
+@testable import LiveEngine
+
+/// The fast paths of event encoding: strings checked eight bytes at a time, integers written
+/// without a string, a snapshot's table written row after row. Each must write what the plain
+/// path would, whatever the input.
+@Suite struct EventEncodingTests {
+    /// A small deterministic generator, so that a failure can be run again.
+    struct Generator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return state ^ (state >> 29)
+        }
+    }
+
+    /// Characters that need an escape, others that do not, and multi-byte ones, at every position.
+    static let alphabet: [Character] = [
+        "a", "Z", "0", " ", "\"", "\\", "\n", "\t", "\u{01}", "\u{1F}", "é", "€", "𝄞", "/",
+    ]
+
+    static func decoded(_ bytes: [UInt8]) throws -> Any {
+        try JSONSerialization.jsonObject(with: Foundation.Data(bytes), options: [.fragmentsAllowed])
+    }
+
+    @Test func strings_RoundTripWhateverTheirEscapesAndWhereTheyFall() throws {
+        var random = Generator(state: 42)
+        for _ in 0..<5_000 {
+            let length = Int.random(in: 0...40, using: &random)
+            let text = String((0..<length).map { _ in Self.alphabet.randomElement(using: &random)! })
+            var bytes: [UInt8] = []
+            JSONWriter.appendString(text, to: &bytes)
+            #expect(try Self.decoded(bytes) as? String == text, "\(text.debugDescription)")
+        }
+        // A word of plain bytes, then one that needs an escape in each of its eight places.
+        for place in 0..<8 {
+            for special in ["\"", "\\", "\u{00}", "\u{1F}"] {
+                var text = Array(repeating: "x", count: 16)
+                text[8 + place] = special
+                var bytes: [UInt8] = []
+                JSONWriter.appendString(text.joined(), to: &bytes)
+                #expect(try Self.decoded(bytes) as? String == text.joined())
+            }
+        }
+        // Bytes of 0x20 and up that are neither a quote nor a backslash are never escaped.
+        let plain = String(decoding: (0x20...0x7E).filter { $0 != 0x22 && $0 != 0x5C }, as: UTF8.self) + "héllo€"
+        var bytes: [UInt8] = []
+        JSONWriter.appendString(plain, to: &bytes)
+        #expect(bytes == Array("\"\(plain)\"".utf8))
+    }
+
+    @Test func integers_AreWrittenAsDecimal() {
+        var random = Generator(state: 7)
+        let values =
+            [0, 1, -1, 9, 10, -10, 99, 100, Int.max, Int.min, Int.max - 1, Int.min + 1]
+            + (0..<1_000).map { _ in
+                Int.random(in: Int.min...Int.max, using: &random) >> Int.random(in: 0...63, using: &random)
+            }
+        for value in values {
+            var bytes: [UInt8] = []
+            JSONWriter.appendInt(value, to: &bytes)
+            #expect(String(decoding: bytes, as: UTF8.self) == String(value))
+        }
+    }
+
+    @Test func aSnapshotsTable_IsWrittenAsEachMemberWouldBe() throws {
+        var random = Generator(state: 3)
+        let fields: [BookField] = [.title, .author, .isbn, .publishedYear, .available]
+        for count in [0, 1, 300, 5_000] {  // past the row whose size reserves room for the rest
+            var books: [BookRecord] = []
+            for index in 0..<count {
+                let title = String(
+                    (0..<Int.random(in: 1...30, using: &random)).map { _ in
+                        Self.alphabet.randomElement(using: &random)!
+                    })
+                books.append(
+                    BookRecord(seq: index + 1) { field in
+                        switch field {
+                        case .id: .string("id-\(index)")
+                        case .title: .string(title)
+                        case .author: .string("A\"\(index)")
+                        case .publishedYear: .int(index * 37 - 1_000)
+                        case .available: .bool(index % 2 == 0)
+                        case .libraryId: .string("lib")
+                        case .isbn: index % 3 == 0 ? .null : .string("978-\(index)")
+                        case .version: .int(1)
+                        case .createdAt, .updatedAt: .string("2026-11-27T10:00:00Z")
+                        }
+                    })
+            }
+            var table = LiveEvent.MemberTable(.books(fields), capacity: count)
+            table.append(books: books, id: \.id, order: \.seq) { $0[$1] }
+            var event = LiveEvent(kind: .snapshot, seq: 9, id: "lib")
+            event.members = table
+
+            let encoded = EventEncoding.encode(event)
+            let text = String(decoding: encoded, as: UTF8.self)
+            #expect(text.hasPrefix("event: snapshot\nid: 9\ndata: ") && text.hasSuffix("}\n\n"))
+            let data = Array(encoded.dropFirst("event: snapshot\nid: 9\ndata: ".utf8.count).dropLast(2))
+            #expect(data == EventEncoding.data(event))
+            // Each member as the per-member writer writes it.
+            var expected: [UInt8] = Array(#"{"id":"lib","books":["#.utf8)
+            for index in 0..<count {
+                var json = JSONWriter()
+                json.member(table, index)
+                if index > 0 { expected.append(UInt8(ascii: ",")) }
+                expected += json.bytes
+            }
+            expected += Array("]}".utf8)
+            #expect(data == expected)
+            let members = try #require((try Self.decoded(data) as? [String: Any])?["books"] as? [[String: Any]])
+            #expect(members.count == count)
+            for (member, book) in zip(members, books) {
+                #expect(member["title"] as? String == book[.title].string)
+                #expect(member["publishedYear"] as? Int == book[.publishedYear].int)
+            }
+        }
+    }
+}
