@@ -33,6 +33,7 @@ package final class LibraryAPI: HTTPResponder {
         self.healthProbe = HealthProbe(store: store)
         self.console = ConsoleFiles(directory: configuration.consoleDirectory)
         self.logsRequests = logger.logLevel <= .info
+        hub.encodeEvents(with: EventEncoding.encode)
         reportMetrics()
     }
 

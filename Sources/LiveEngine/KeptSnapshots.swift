@@ -31,9 +31,14 @@ struct KeptSnapshots {
     private var refreshing: Changes?
     /// Counts what made the snapshots go: a refresh begun before then is not installed.
     private var generation = 0
+    /// When a later subscriber last got a kept snapshot: while they keep coming, a refreshed one is
+    /// encoded as soon as it is made rather than by the next of them (`refresh(_:at:encoder:)`).
+    private var lastJoin: ContinuousClock.Instant?
+    static let joiningWindow = Duration.seconds(10)
 
-    /// A refresh begins once more members than this have been touched since the snapshots' id;
-    /// the snapshots go at `limit`. Low in debug builds, so that the tests' small libraries refresh.
+    /// A refresh begins once more members than this (or than a sixty-fourth of the library) have
+    /// been touched since the snapshots' id; the snapshots go past a sixteenth (`note`). Low in
+    /// debug builds, so that the tests' small libraries refresh.
     #if DEBUG
         static let refreshFloor = 16
     #else
@@ -43,6 +48,9 @@ struct KeptSnapshots {
     var isEmpty: Bool { events.isEmpty }
 
     subscript(shape: SubscriptionRequest.Shape) -> LiveEvent? { events[shape] }
+
+    /// Notes that a later subscriber got a kept snapshot (one taken before it came).
+    mutating func noteJoin() { lastJoin = .now }
 
     /// Keeps `event`, a snapshot just taken; the others go unless they are exact at its id too.
     mutating func keep(_ event: LiveEvent, for shape: SubscriptionRequest.Shape) {
@@ -103,21 +111,34 @@ struct KeptSnapshots {
     }
 
     /// Begins bringing every kept snapshot of `library` (whose `snapshots` this is) up to `seq`,
-    /// the change just published, on another thread, from what was recorded.
+    /// the change just published, on another thread, from what was recorded. While later
+    /// subscribers keep joining (one within `joiningWindow`), the refreshed snapshots are then
+    /// handed to `encodeAhead`, so that the next joiner does not wait for their encoding.
     @LiveActor
-    mutating func refresh(_ library: LiveLibrary, at seq: Int) {
+    mutating func refresh(
+        _ library: LiveLibrary, at seq: Int, encodeAhead: @escaping @Sendable @LiveActor ([LiveEvent]) -> Void
+    ) {
         guard refreshing == nil, !events.isEmpty, seq > changes.seq else { return }
         let (kept, since, id, generation) = (events, changes, library.id, generation)
         refreshing = Changes(seq: seq)
         DispatchQueue.global(qos: .utility).async {
             let refreshed = kept.map { shape, event in (shape, since.refreshed(event, of: id, at: seq, for: shape)) }
-            LiveActor.enqueue { library.snapshots.install(refreshed, generation: generation) }
+            LiveActor.enqueue {
+                guard library.snapshots.install(refreshed, generation: generation),
+                    let joined = library.snapshots.lastJoin, joined.duration(to: .now) < Self.joiningWindow
+                else { return }
+                // Those made anew (one whose subscribers saw no change is as it was, encoded).
+                encodeAhead(refreshed.map(\.1).filter { $0.seq == seq })
+            }
         }
     }
 
     /// Puts refreshed snapshots in place of the old ones, unless the snapshots went meanwhile.
-    private mutating func install(_ refreshed: [(SubscriptionRequest.Shape, LiveEvent)], generation: Int) {
-        guard generation == self.generation, let since = refreshing else { return Self.release(refreshed.map(\.1)) }
+    private mutating func install(_ refreshed: [(SubscriptionRequest.Shape, LiveEvent)], generation: Int) -> Bool {
+        guard generation == self.generation, let since = refreshing else {
+            Self.release(refreshed.map(\.1))
+            return false
+        }
         var replaced: [LiveEvent] = []
         for (shape, event) in refreshed where events[shape] != nil {
             replaced.append(events.updateValue(event, forKey: shape)!)
@@ -125,6 +146,7 @@ struct KeptSnapshots {
         Self.release(replaced)
         changes = since
         refreshing = nil
+        return true
     }
 
     /// What changed in a library since `seq`, with the values it changed to: enough to bring a

@@ -22,6 +22,8 @@ package final class LiveCounters: Sendable {
     /// the model's next change). Tests read it to check that a library's members are not armed
     /// until they change.
     package let trackersArmed = Atomic<Int>(0)
+    /// Refreshed kept snapshots encoded ahead of the subscribers joining (`KeptSnapshots`).
+    package let snapshotsEncodedAhead = Atomic<Int>(0)
 
     /// Committed changes not yet published.
     package var lag: Int {

@@ -44,7 +44,7 @@ package struct LiveEvent: Sendable {
         /// `fields.count` values per member, member after member.
         package private(set) var values: [FieldValue] = []
         /// A library's members' insertion orders (`LiveBook.order`), member after member, which a
-        /// kept snapshot's refresh places joining members by (`applying(_:addedOrders:)`); empty
+        /// kept snapshot's refresh places joining members by (`applying(_:orders:)`); empty
         /// in a collection's page.
         private(set) var orders: [Int] = []
 

@@ -390,6 +390,7 @@ extension LiveHub {
             if subscriber.request.resumeAfter == nil, let kept = library.snapshots[shape] {
                 let change = library.snapshots.catchUp(library.id, to: seq, for: shape)
                 if change != nil || seq - kept.seq <= store.history {
+                    if kept.seq < seq { library.snapshots.noteJoin() }  // not the one it was made for
                     subscriber.deliver(kept)
                     if let change { subscriber.deliver(change) }
                     break

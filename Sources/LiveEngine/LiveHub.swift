@@ -1,5 +1,6 @@
 import Dispatch
 import LibraryDomain
+import Synchronization
 
 /// The live side: watched libraries and books as `@Observable` models, and the subscribers of
 /// their event streams.
@@ -36,6 +37,16 @@ package final class LiveHub {
     private var heartbeat: (any DispatchSourceTimer)?
     package nonisolated let counters = LiveCounters()
     nonisolated let inbox: ChangeInbox
+    /// How a stream encodes an event (`LiveEvent.wire`), set by the API layer: a refreshed kept
+    /// snapshot is encoded with it ahead of the subscribers who keep joining (`KeptSnapshots`).
+    private nonisolated let eventEncoder = Mutex<(@Sendable (LiveEvent) -> [UInt8])?>(nil)
+
+    /// Sets how a stream encodes an event.
+    package nonisolated func encodeEvents(with encode: @escaping @Sendable (LiveEvent) -> [UInt8]) {
+        eventEncoder.withLock { $0 = encode }
+    }
+
+    nonisolated var encoder: (@Sendable (LiveEvent) -> [UInt8])? { eventEncoder.withLock { $0 } }
 
     private nonisolated init(store: any LiveStore, inboxCapacity: Int) {
         self.store = store
@@ -213,6 +224,16 @@ package final class LiveHub {
         }
     }
 
+    /// Encodes refreshed kept snapshots off the live actor, as a stream would (one encoding shared
+    /// with any stream that asks meanwhile), ahead of the subscribers who keep joining.
+    private func encodeAhead(_ events: [LiveEvent]) {
+        guard let encoder else { return }
+        for event in events {
+            event.wire.encodeElsewhere({ encoder(event) }) { _ in }
+            counters.snapshotsEncodedAhead.add(1, ordering: .relaxed)
+        }
+    }
+
     // MARK: Publishing
 
     /// Turns what the change did into events, then re-arms the trackers.
@@ -231,7 +252,9 @@ package final class LiveHub {
         }
         for library in touchedLibraries {
             counters.applyWork.add(1, ordering: .relaxed)
-            if library.snapshots.note(library) { library.snapshots.refresh(library, at: seq) }
+            if library.snapshots.note(library) {
+                library.snapshots.refresh(library, at: seq) { [unowned self] in encodeAhead($0) }
+            }
             if !deletedLibraries.contains(where: { $0 === library }), let audience = audiences[.library(library.id)] {
                 var delta = ResourceDelta(id: library.id)
                 delta.libraryFields = ResourceDelta.values(library.dirty) { library[$0] }

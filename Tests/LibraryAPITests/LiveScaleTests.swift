@@ -242,6 +242,54 @@ import Testing
         while try #require(try first.next()).data.contains("Again") == false {}
     }
 
+    @Test func aRefreshedSnapshot_IsEncodedAheadOnlyWhileLaterSubscribersKeepJoining() throws {
+        let live = try LiveServer()
+        let library = try live.createLibrary()
+        let ids = try Self.fill(live, library: library, count: 3_000)
+        let path = "/libraries/\(library)/events?fields=books.title"
+        let first = try live.events(path)
+        #expect(try #require(try first.next(timeout: 20_000)).event == "snapshot")
+        let encodedAhead = { live.hub.counters.snapshotsEncodedAhead.load(ordering: .relaxed) }
+        /// Retitles 60 members (more than a refresh waits for) and waits for the stream to hear it.
+        func retitle(_ round: Int) throws {
+            for index in stride(from: round, to: 3_000, by: 50) {
+                let body = #"{"title":"Round \#(round) \#(index)"}"#
+                #expect(try live.request("PATCH", "/books/\(ids[index])", body: body).status == 200)
+            }
+            let last = "Round \(round) \(round + 2_950)"
+            while try #require(try first.next()).data.contains(last) == false {}
+        }
+
+        // Nobody joins: the refreshed snapshot waits to be encoded by whoever asks for it.
+        try retitle(0)
+        usleep(300_000)
+        #expect(encodedAhead() == 0)
+
+        // Somebody joined: the next refresh is encoded as soon as it is made.
+        let later = try live.events(path)
+        #expect(try #require(try later.next(timeout: 20_000)).event == "snapshot")
+        try retitle(1)
+        var waited = 0
+        while encodedAhead() == 0 && waited < 100 {
+            usleep(20_000)
+            waited += 1
+        }
+        #expect(encodedAhead() >= 1)
+        // And the next joiner gets it whole, up to date with the change after it.
+        let next = try live.events(path)
+        var titles: [String: String] = [:]
+        for event in [try #require(try next.next(timeout: 20_000))] + next.drain(quiet: 300) {
+            for member in event.json["books"] as? [[String: Any]] ?? [] {
+                titles[member["id"] as? String ?? ""] = member["title"] as? String
+            }
+            for member in (event.json["books"] as? [String: Any])?["changed"] as? [[String: Any]] ?? [] {
+                titles[member["id"] as? String ?? ""] = member["title"] as? String
+            }
+        }
+        #expect(titles.count == 3_000)
+        #expect(titles[ids[2_951]] == "Round 1 2951" && titles[ids[2_950]] == "Round 0 2950")
+    }
+
     @Test func aResumePastTheHistory_GetsASnapshotOfNowNotAKeptOne() throws {
         let live = try LiveServer(history: 100)
         let library = try live.createLibrary()
