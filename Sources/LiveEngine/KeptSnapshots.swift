@@ -11,7 +11,7 @@ import LibraryDomain
 /// it again; under a steady stream of writes every join would pay that, since every write makes
 /// the last snapshot old.
 ///
-/// Nor does a kept snapshot grow old: once a sixty-fourth of the library has been touched since
+/// Nor does a kept snapshot grow old: once a thirty-second of the library has been touched since
 /// it was taken, it is refreshed (`refresh(_:at:)`) on another thread, from what was recorded: the
 /// catch-up of each shape, applied to its snapshot's member table. What is recorded holds the
 /// members' values as they were noted, so neither a catch-up nor a refresh reads the models, and
@@ -31,12 +31,12 @@ struct KeptSnapshots {
     private var refreshing: Changes?
     /// Counts what made the snapshots go: a refresh begun before then is not installed.
     private var generation = 0
-    /// When a later subscriber last got a kept snapshot: while they keep coming, a refreshed one is
-    /// encoded as soon as it is made rather than by the next of them (`refresh(_:at:encoder:)`).
-    private var lastJoin: ContinuousClock.Instant?
-    static let joiningWindow = Duration.seconds(10)
+    /// Whether a later subscriber got a kept snapshot since the last refresh: while they keep
+    /// coming, a refreshed one is encoded as soon as it is made rather than by the next of them
+    /// (`refresh(_:at:encodeAhead:)`); when none came, encoding it could be wasted.
+    private var joinedSinceRefresh = false
 
-    /// A refresh begins once more members than this (or than a sixty-fourth of the library) have
+    /// A refresh begins once more members than this (or than a thirty-second of the library) have
     /// been touched since the snapshots' id; the snapshots go past a sixteenth (`note`). Low in
     /// debug builds, so that the tests' small libraries refresh.
     #if DEBUG
@@ -50,7 +50,7 @@ struct KeptSnapshots {
     subscript(shape: SubscriptionRequest.Shape) -> LiveEvent? { events[shape] }
 
     /// Notes that a later subscriber got a kept snapshot (one taken before it came).
-    mutating func noteJoin() { lastJoin = .now }
+    mutating func noteJoin() { joinedSinceRefresh = true }
 
     /// Keeps `event`, a snapshot just taken; the others go unless they are exact at its id too.
     mutating func keep(_ event: LiveEvent, for shape: SubscriptionRequest.Shape) {
@@ -101,7 +101,7 @@ struct KeptSnapshots {
             removeAll()  // a new snapshot costs less than the catch-up now; they also hold memory
             return false
         }
-        return refreshing == nil && changes.count > max(Self.refreshFloor, size / 64)
+        return refreshing == nil && changes.count > max(Self.refreshFloor, size / 32)
     }
 
     /// The change that brings a kept snapshot of library `id` up to its state at `current`, as the
@@ -111,9 +111,9 @@ struct KeptSnapshots {
     }
 
     /// Begins bringing every kept snapshot of `library` (whose `snapshots` this is) up to `seq`,
-    /// the change just published, on another thread, from what was recorded. While later
-    /// subscribers keep joining (one within `joiningWindow`), the refreshed snapshots are then
-    /// handed to `encodeAhead`, so that the next joiner does not wait for their encoding.
+    /// the change just published, on another thread, from what was recorded. When a later
+    /// subscriber joined since the last refresh, the refreshed snapshots are then handed to
+    /// `encodeAhead`, so that the next joiner does not wait for their encoding.
     @LiveActor
     mutating func refresh(
         _ library: LiveLibrary, at seq: Int, encodeAhead: @escaping @Sendable @LiveActor ([LiveEvent]) -> Void
@@ -124,9 +124,9 @@ struct KeptSnapshots {
         DispatchQueue.global(qos: .utility).async {
             let refreshed = kept.map { shape, event in (shape, since.refreshed(event, of: id, at: seq, for: shape)) }
             LiveActor.enqueue {
-                guard library.snapshots.install(refreshed, generation: generation),
-                    let joined = library.snapshots.lastJoin, joined.duration(to: .now) < Self.joiningWindow
-                else { return }
+                guard library.snapshots.install(refreshed, generation: generation) else { return }
+                guard library.snapshots.joinedSinceRefresh else { return }
+                library.snapshots.joinedSinceRefresh = false
                 // Those made anew (one whose subscribers saw no change is as it was, encoded).
                 encodeAhead(refreshed.map(\.1).filter { $0.seq == seq })
             }

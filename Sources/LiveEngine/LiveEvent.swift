@@ -259,6 +259,12 @@ package struct LiveEvent: Sendable {
         self.isCollection = isCollection
     }
 
+    /// The members it carries: a snapshot's table, or a change's added, removed and changed (a
+    /// catch-up can carry tens of thousands).
+    package var memberCount: Int {
+        (members?.count ?? 0) + (membership.map { $0.added.count + $0.removed.count + $0.changed.count } ?? 0)
+    }
+
     package var isEmptyChange: Bool {
         kind == .change && libraryFields.isEmpty && bookFields.isEmpty && (membership?.isEmpty ?? true)
     }

@@ -11,12 +11,19 @@ import LiveEngine
 final class EventStreamSink: LiveEventSink {
     let stream: HTTPStream
     let counters: LiveCounters
-    /// Bytes waiting behind a large event, in order.
-    private var queue: [ArraySlice<UInt8>] = []
+    /// What waits to be written, in order: bytes, or a large event being encoded off the live
+    /// actor, whose place is kept (what is sent meanwhile waits behind it).
+    private var queue: [Pending] = []
+    private enum Pending {
+        case bytes(ArraySlice<UInt8>)
+        case encoding(Int)
+    }
     private var readyCallbacks: [@Sendable () -> Void] = []
     private var finishing = false
-    /// Whether a large event is being encoded off the live actor; what is sent meanwhile waits.
-    private var encoding = false
+    /// The token of the next large event encoded off the live actor.
+    private var nextToken = 0
+    /// Whether a chunk was written and the connection has not sent it yet.
+    private var pumping = false
 
     /// Events may queue up to this many writes deep before further changes are coalesced.
     static let maxBacklog = 32
@@ -30,19 +37,27 @@ final class EventStreamSink: LiveEventSink {
         self.counters = counters
     }
 
-    var isReady: Bool { !encoding && queue.isEmpty && stream.backlog < Self.maxBacklog }
+    var isReady: Bool { queue.isEmpty && stream.backlog < Self.maxBacklog }
 
-    /// Snapshots with more members than this are encoded off the live actor.
-    static let encodeElsewhereMembers = 2_000
+    /// Events with more members than this (a big snapshot, a big catch-up) are encoded off the
+    /// live actor. Low in debug builds, so that the tests' snapshots and catch-ups take that path.
+    #if DEBUG
+        static let encodeElsewhereMembers = 64
+    #else
+        static let encodeElsewhereMembers = 2_000
+    #endif
 
     func send(_ event: LiveEvent) {
         counters.events.add(1, ordering: .relaxed)
-        if (event.members?.count ?? 0) > Self.encodeElsewhereMembers {
-            encoding = true
+        if event.memberCount > Self.encodeElsewhereMembers {
+            let token = nextToken
+            nextToken += 1
+            queue.append(.encoding(token))
+            stream.setSendBuffer(Self.largeSendBuffer)
             event.wire.encodeElsewhere({ EventEncoding.encode(event) }) { [self] bytes in
-                encoding = false
-                queue.insert(bytes[...], at: 0)
-                stream.setSendBuffer(Self.largeSendBuffer)
+                if let place = queue.firstIndex(where: { if case .encoding(token) = $0 { true } else { false } }) {
+                    queue[place] = .bytes(bytes[...])
+                }
                 pump()
             }
             return
@@ -51,32 +66,37 @@ final class EventStreamSink: LiveEventSink {
     }
 
     private func write(_ bytes: [UInt8]) {
-        if !encoding && queue.isEmpty && bytes.count <= Self.chunkSize {
+        if queue.isEmpty && bytes.count <= Self.chunkSize {
             stream.write(bytes)
         } else {
-            queue.append(bytes[...])
-            if queue.count == 1 && !encoding {
-                stream.setSendBuffer(Self.largeSendBuffer)
-                pump()
-            }
+            if queue.isEmpty { stream.setSendBuffer(Self.largeSendBuffer) }
+            queue.append(.bytes(bytes[...]))
+            pump()
         }
     }
 
-    /// Writes the next chunk of what waits, then waits for the connection to send it.
+    /// Writes the next chunk of what waits, then waits for the connection to send it: one chunk
+    /// at a time, and none while the next in line is still being encoded.
     private func pump() {
-        guard var next = queue.first else {
+        guard !pumping else { return }
+        guard let first = queue.first else {
             stream.setSendBuffer(Self.sendBuffer)
             readyCallbacks.forEach { $0() }
             readyCallbacks = []
             if finishing { stream.finish() }
             return
         }
+        guard case .bytes(var next) = first else { return }  // its encoding calls again
         let chunk = next.prefix(Self.chunkSize)
         next = next.dropFirst(chunk.count)
-        if next.isEmpty { queue.removeFirst() } else { queue[0] = next }
+        if next.isEmpty { queue.removeFirst() } else { queue[0] = .bytes(next) }
         stream.write(Array(chunk))
+        pumping = true
         stream.whenDrained { [weak self] in
-            LiveActor.enqueue { self?.pump() }
+            LiveActor.enqueue {
+                self?.pumping = false
+                self?.pump()
+            }
         }
     }
 
@@ -103,14 +123,14 @@ final class EventStreamSink: LiveEventSink {
     }
 
     func whenReady(_ callback: @escaping @Sendable () -> Void) {
-        if queue.isEmpty && !encoding { stream.whenDrained(callback) } else { readyCallbacks.append(callback) }
+        if queue.isEmpty { stream.whenDrained(callback) } else { readyCallbacks.append(callback) }
     }
 
     func keepAlive() {
-        if queue.isEmpty && !encoding { stream.write(EventEncoding.keepAlive) }
+        if queue.isEmpty { stream.write(EventEncoding.keepAlive) }
     }
 
     func finish() {
-        if queue.isEmpty && !encoding { stream.finish() } else { finishing = true }
+        if queue.isEmpty { stream.finish() } else { finishing = true }
     }
 }
