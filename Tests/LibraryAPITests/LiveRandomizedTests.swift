@@ -2,17 +2,6 @@ import Foundation
 import TestSupport
 import Testing
 
-/// A small deterministic generator, so a failing run can be repeated.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state ^= state << 13
-        state ^= state >> 7
-        state ^= state << 17
-        return state
-    }
-}
-
 /// What one subscriber believes, rebuilt from its events alone.
 final class SubscriberModel {
     /// Nil for a watch of a multiplexed stream, whose events come from the stream's frames.
