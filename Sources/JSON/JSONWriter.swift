@@ -77,13 +77,25 @@ package struct JSONWriter {
 
     package mutating func bool(_ value: Bool) {
         separate()
-        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+        Self.appendBool(value, to: &bytes)
     }
 
     package mutating func null() {
         separate()
-        bytes.append(contentsOf: "null".utf8)
+        Self.appendNull(to: &bytes)
     }
+
+    package static func appendBool(_ value: Bool, to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: value ? Self.true : Self.false)
+    }
+
+    package static func appendNull(to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: Self.null)
+    }
+
+    private static let `true` = Array("true".utf8)
+    private static let `false` = Array("false".utf8)
+    private static let null = Array("null".utf8)
 
     /// Writes one value of JSON text that `write` appends to the bytes itself: for a large value
     /// of a known shape (a snapshot's thousands of members) written without a call per token.

@@ -10,15 +10,6 @@ import Testing
 /// without a string, a snapshot's table written row after row. Each must write what the plain
 /// path would, whatever the input.
 @Suite struct EventEncodingTests {
-    /// A small deterministic generator, so that a failure can be run again.
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return state ^ (state >> 29)
-        }
-    }
-
     /// Characters that need an escape, others that do not, and multi-byte ones, at every position.
     static let alphabet: [Character] = [
         "a", "Z", "0", " ", "\"", "\\", "\n", "\t", "\u{01}", "\u{1F}", "é", "€", "𝄞", "/",
@@ -29,7 +20,7 @@ import Testing
     }
 
     @Test func strings_RoundTripWhateverTheirEscapesAndWhereTheyFall() throws {
-        var random = Generator(state: 42)
+        var random = SeededGenerator(state: 42)
         for _ in 0..<5_000 {
             let length = Int.random(in: 0...40, using: &random)
             let text = String((0..<length).map { _ in Self.alphabet.randomElement(using: &random)! })
@@ -55,7 +46,7 @@ import Testing
     }
 
     @Test func integers_AreWrittenAsDecimal() {
-        var random = Generator(state: 7)
+        var random = SeededGenerator(state: 7)
         let values =
             [0, 1, -1, 9, 10, -10, 99, 100, Int.max, Int.min, Int.max - 1, Int.min + 1]
             + (0..<1_000).map { _ in
@@ -69,7 +60,7 @@ import Testing
     }
 
     @Test func aSnapshotsTable_IsWrittenAsEachMemberWouldBe() throws {
-        var random = Generator(state: 3)
+        var random = SeededGenerator(state: 3)
         let fields: [BookField] = [.title, .author, .isbn, .publishedYear, .available]
         for count in [0, 1, 300, 5_000] {  // past the row whose size reserves room for the rest
             var books: [BookRecord] = []
@@ -103,11 +94,11 @@ import Testing
             #expect(text.hasPrefix("event: snapshot\nid: 9\ndata: ") && text.hasSuffix("}\n\n"))
             let data = Array(encoded.dropFirst("event: snapshot\nid: 9\ndata: ".utf8.count).dropLast(2))
             #expect(data == EventEncoding.data(event))
-            // Each member as the per-member writer writes it.
+            // Each member as the writer of a change's members writes it.
             var expected: [UInt8] = Array(#"{"id":"lib","books":["#.utf8)
             for index in 0..<count {
                 var json = JSONWriter()
-                json.member(table, index)
+                json.member(LiveEvent.Member(id: table.ids[index], fields: Array(zip(fields, table.values(of: index)))))
                 if index > 0 { expected.append(UInt8(ascii: ",")) }
                 expected += json.bytes
             }

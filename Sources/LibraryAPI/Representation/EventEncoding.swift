@@ -102,12 +102,11 @@ enum EventEncoding {
         var bytes: [UInt8] = []
         let first = event.page?.isFirst == true
         if first { bytes += opening }
+        let keys = JSONWriter.columnKeys(members)
         for index in 0..<members.count {
-            var json = JSONWriter()
-            json.member(members, index)
             bytes += EventStreamFraming.dataPrefix
             if !(first && index == 0) { bytes.append(UInt8(ascii: ",")) }
-            bytes += json.bytes
+            JSONWriter.appendMember(members, index, keys: keys, to: &bytes)
             bytes.append(EventStreamFraming.lineEnd)
         }
         return bytes
@@ -158,28 +157,21 @@ extension JSONWriter {
         switch value {
         case .string(let text): appendString(text, to: &bytes)
         case .int(let number): appendInt(number, to: &bytes)
-        case .bool(let flag): bytes.append(contentsOf: flag ? JSONKeys.true : JSONKeys.false)
-        case .null: bytes.append(contentsOf: JSONKeys.null)
+        case .bool(let flag): appendBool(flag, to: &bytes)
+        case .null: appendNull(to: &bytes)
         }
     }
 
-    /// A snapshot's table as an array of members, written row after row straight into the bytes,
-    /// each column's key made once: the path of a million members (about 70 MB).
+    /// A snapshot's table as an array of members, written row after row straight into the bytes:
+    /// the path of a million members (about 70 MB).
     mutating func members(_ table: LiveEvent.MemberTable) {
-        let keys = table.fields.map { [UInt8(ascii: ",")] + JSONKeys.key($0) }
-        let width = keys.count
+        let keys = Self.columnKeys(table)
         raw { bytes in
             let start = bytes.count
             bytes.append(UInt8(ascii: "["))
             for index in 0..<table.count {
                 if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                bytes.append(contentsOf: JSONKeys.memberStart)
-                Self.appendString(table.ids[index], to: &bytes)
-                for column in 0..<width {
-                    bytes.append(contentsOf: keys[column])
-                    Self.append(table.values[index * width + column], to: &bytes)
-                }
-                bytes.append(UInt8(ascii: "}"))
+                Self.appendMember(table, index, keys: keys, to: &bytes)
                 if index == 255 && table.count > 4_096 {
                     // Room for the rest at the size of the first rows (and an eighth more), so the
                     // bytes are not copied each time they double.
@@ -189,6 +181,23 @@ extension JSONWriter {
             }
             bytes.append(UInt8(ascii: "]"))
         }
+    }
+
+    /// The keys of a table's columns, each after the comma before it: made once per table.
+    static func columnKeys(_ table: LiveEvent.MemberTable) -> [[UInt8]] {
+        table.fields.map { [UInt8(ascii: ",")] + JSONKeys.key($0) }
+    }
+
+    /// Member `index` of a table as a JSON object, with the keys `columnKeys` made.
+    static func appendMember(_ table: LiveEvent.MemberTable, _ index: Int, keys: [[UInt8]], to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: JSONKeys.memberStart)
+        appendString(table.ids[index], to: &bytes)
+        let first = index * keys.count
+        for column in 0..<keys.count {
+            bytes.append(contentsOf: keys[column])
+            append(table.values[first + column], to: &bytes)
+        }
+        bytes.append(UInt8(ascii: "}"))
     }
 
     mutating func member(_ member: LiveEvent.Member) {
@@ -201,18 +210,6 @@ extension JSONWriter {
         }
         for (field, value) in member.fields {
             key(bytes: JSONKeys.book[field.rawValue])
-            self.value(value)
-        }
-        endObject()
-    }
-
-    /// Member `index` of a snapshot's table.
-    mutating func member(_ members: LiveEvent.MemberTable, _ index: Int) {
-        beginObject()
-        key("id")
-        string(members.ids[index])
-        for (field, value) in zip(members.fields, members.values(of: index)) {
-            key(field)
             self.value(value)
         }
         endObject()

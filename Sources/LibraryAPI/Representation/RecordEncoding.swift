@@ -55,7 +55,4 @@ enum JSONKeys {
 
     /// What opens a member of a snapshot's table: `{"id":`.
     static let memberStart = Array("{".utf8) + key("id")
-    static let `true` = Array("true".utf8)
-    static let `false` = Array("false".utf8)
-    static let null = Array("null".utf8)
 }
