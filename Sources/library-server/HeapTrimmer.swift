@@ -7,12 +7,18 @@ import Synchronization
 /// glibc returns freed memory by itself only from the top of a heap; what a burst of streams, a
 /// deep resume or a large snapshot freed in the middle stays resident (issue "hardening III": 3,000
 /// abandoned streams left 543 MiB that `malloc_trim(0)` brought back to 35 MiB). Every few seconds
-/// this looks at how much the heap holds free, and past `threshold` trims it. The look is cheap
-/// (`mallinfo2` walks the bins' heads); the trim, which madvises every free page, runs only after a
-/// burst, off the event loops.
+/// this looks at how much of the anonymous memory the process holds resident is not handed out
+/// (`RssAnon` less malloc's bytes in use), and past `threshold` trims the heap. Not malloc's free
+/// bytes alone: they count pages already given back too, and stay high after a trim. The look is
+/// cheap (`/proc/self/status`, and `mallinfo2` walking the bins' heads); the trim, which madvises
+/// every free page, runs only when that much is resident and free, off the event loops. Before,
+/// a trim waited for 64 MiB free, and between trims the free pool's pages came back into use one
+/// by one, so `RssAnon` rose by tens of MiB over a run whose heap in use stayed flat. A trim takes
+/// 2 to 5 ms for 10 to 20 MiB, up to about 25 ms after a 100,000-member library's models are let
+/// go (`Benchmarks/memory.py`'s mixed run: one every 5 s or so).
 final class HeapTrimmer: Sendable {
-    /// Free heap bytes past which a trim runs.
-    static let threshold = 64 << 20
+    /// Resident free bytes past which a trim runs.
+    static let threshold = 8 << 20
     /// Trims run since start, for `/metrics`.
     let trims = Atomic<Int>(0)
     private let queue = DispatchQueue(label: "heap-trimmer", qos: .utility)
@@ -24,9 +30,14 @@ final class HeapTrimmer: Sendable {
         scheduleLook()
     }
 
+    /// Anonymous memory resident but not handed out by malloc: its free pool's resident pages.
+    static var residentFree: Int {
+        MemoryReadings.resident().anon - MemoryReadings.heapInUse
+    }
+
     private func scheduleLook() {
         queue.asyncAfter(deadline: .now() + interval) {
-            if csys_heap_free_bytes() > Self.threshold {
+            if Self.residentFree > Self.threshold && MemoryReadings.heapFree > Self.threshold {
                 csys_malloc_trim()
                 self.trims.add(1, ordering: .relaxed)
             }

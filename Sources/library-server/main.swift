@@ -132,7 +132,8 @@ api.metrics.addGauge("library_heap_free_bytes", help: "Heap memory freed but sti
 }
 let heapTrimmer = HeapTrimmer()
 api.metrics.addCounter(
-    "library_heap_trims_total", help: "Times the heap held over 64 MiB free and was trimmed back to the system."
+    "library_heap_trims_total",
+    help: "Times the heap held over 8 MiB free in resident pages and was trimmed back to the system."
 ) { heapTrimmer.trims.load(ordering: .relaxed) }
 
 let port: Int
