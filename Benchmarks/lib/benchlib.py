@@ -47,7 +47,8 @@ dechunk = harness.unchunk
 event_fields = harness.event_fields
 
 
-def metric(port, name):
+def metrics(port, *names):
+    """The values of `names` in one read of `/metrics` (0 for one it does not have)."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
         connection.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         data = b""
@@ -56,8 +57,15 @@ def metric(port, name):
             if not chunk:
                 break
             data += chunk
-    match = re.search((r"^%s(?:\{[^}]*\})? (\d+)" % name).encode(), data, re.M)
-    return int(match.group(1)) if match else 0
+    values = []
+    for name in names:
+        match = re.search((r"^%s(?:\{[^}]*\})? (\d+)" % name).encode(), data, re.M)
+        values.append(int(match.group(1)) if match else 0)
+    return values
+
+
+def metric(port, name):
+    return metrics(port, name)[0]
 
 
 def percentile(values, fraction):
