@@ -23,8 +23,12 @@ csys_malloc_trim_threshold(32 << 20)
 // thread the dispatch queues start (snapshot pages, replays) can take one, and each arena keeps
 // what was freed in it for its own reuse. Over a five-minute run of 100,000-member snapshots that
 // kept 1.7 GB of address space free across arenas (`Benchmarks/memory.py`; under 400 MiB with one
-// arena per core, heap in use the same). One arena per core, as there is one event loop per core.
-csys_malloc_arena_max(Int32(max(2, ProcessInfo.processInfo.activeProcessorCount)))
+// arena per core, heap in use the same; the heap trimmer now gives back what lies free, in every
+// arena). One arena per core was too few: a library's load, whose reader makes a million records
+// while another thread makes their models, then often shared one arena, and its lock (a futex
+// wait and wake per contended call) took a quarter of the CPU and doubled the load (2.0 s against
+// 1.0 s to read a million members). Four per core.
+csys_malloc_arena_max(Int32(max(2, ProcessInfo.processInfo.activeProcessorCount) * 4))
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("library-server: \(message)\n".utf8))
