@@ -106,9 +106,16 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
         table = self.shape.map { LiveEvent.memberTable(for: $0, capacity: 0) }
     }
 
-    /// Makes the models of members just read, and their part of the snapshot, on the box's queue.
-    func add(_ records: [BookRecord], seq: Int) {
+    /// Makes the models of members just read, and their part of the snapshot, on the box's queue;
+    /// with the first, room for the `expected` members (a million grown a few at a time rehashed
+    /// every id and copied every array about twenty times).
+    func add(_ records: [BookRecord], seq: Int, expected: Int) {
         queue.async { [self] in
+            if ordered.isEmpty {
+                ordered.reserveCapacity(expected)
+                byID.reserveCapacity(expected)
+                table?.reserveCapacity(expected)
+            }
             for record in records {
                 let book = LiveBook(record, seq: seq)
                 ordered.append(book)

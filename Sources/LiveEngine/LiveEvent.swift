@@ -60,6 +60,13 @@ package struct LiveEvent: Sendable {
 
         package var count: Int { ids.count }
 
+        /// Makes room for `count` members in all, with their insertion orders (a library's).
+        mutating func reserveCapacity(_ count: Int) {
+            ids.reserveCapacity(count)
+            orders.reserveCapacity(count)
+            values.reserveCapacity(count * fields.count)
+        }
+
         /// The values of member `index`.
         package func values(of index: Int) -> ArraySlice<FieldValue> {
             values[index * fields.count..<(index + 1) * fields.count]

@@ -62,6 +62,7 @@ import Testing
     /// changes themselves, so a prune in between cannot cut a replay short).
     /// A library's load hands its members out a batch at a time, in order, with the read's id,
     /// and leaves them out of the state; each record's library is the one string of the library.
+    /// Each batch says how many members the library has (its `bookCount`), for making room once.
     @Test func libraryLoad_HandsItsMembersOutInBatchesAsItReads() throws {
         let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L")) }
         let other = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "M")) }
@@ -72,11 +73,12 @@ import Testing
             }
             if index % 5 != 4 { ids.append(book.id) }
         }
-        let batches = Mutex<[(seq: Int, books: [BookRecord])]>([])
+        let batches = Mutex<[(seq: Int, expected: Int, books: [BookRecord])]>([])
         let done = DispatchSemaphore(value: 0)
         let state = Mutex<Result<LoadedState, StoreError>?>(nil)
         store.load(
-            .library(library.id), batchesOf: 10, members: { seq, batch in batches.withLock { $0.append((seq, batch)) } }
+            .library(library.id), batchesOf: 10,
+            members: { seq, expected, batch in batches.withLock { $0.append((seq, expected, batch)) } }
         ) {
             result in
             state.withLock { $0 = result }
@@ -91,7 +93,7 @@ import Testing
         #expect(record.id == library.id && members.isEmpty)
         let handed = batches.withLock { $0 }
         #expect(handed.map(\.books.count) == [10, 10, 10, 2])
-        #expect(handed.allSatisfy { $0.seq == loaded.seq })
+        #expect(handed.allSatisfy { $0.seq == loaded.seq && $0.expected == ids.count })
         #expect(handed.flatMap(\.books).map(\.id) == ids)
         #expect(handed.flatMap(\.books).allSatisfy { $0.libraryId == library.id && $0.title.hasPrefix("B") })
     }
