@@ -26,9 +26,12 @@ csys_malloc_trim_threshold(32 << 20)
 // arena per core, heap in use the same; the heap trimmer now gives back what lies free, in every
 // arena). One arena per core was too few: a library's load, whose reader makes a million records
 // while another thread makes their models, then often shared one arena, and its lock (a futex
-// wait and wake per contended call) took a quarter of the CPU and doubled the load (2.0 s against
-// 1.0 s to read a million members). Four per core.
-csys_malloc_arena_max(Int32(max(2, ProcessInfo.processInfo.activeProcessorCount) * 4))
+// wait and wake per contended call) took a quarter of the CPU and doubled the load (first joins
+// of 1,000,000 books between 1.4 and 3.0 s, against 1.3 to 1.5 s with two per core). Four per
+// core were too many: under 10,000 writes/s to a watched million-book library the PATCH-to-event
+// p99 went from about 50 ms to 190-350 ms (`Benchmarks/live.py --sizes 1000000`, two runs each).
+// Two per core.
+csys_malloc_arena_max(Int32(max(2, ProcessInfo.processInfo.activeProcessorCount) * 2))
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("library-server: \(message)\n".utf8))
