@@ -76,11 +76,15 @@ def percentile(values, fraction):
 
 
 def commit():
-    """The short hash of the checked-out commit (with `+` when the tree has changes)."""
+    """The short hash of the checked-out commit, with `+` when what is measured differs from it:
+    a tracked file changed other than Markdown and Benchmarks/results/ (which the runs themselves
+    rewrite, the README's tables included)."""
     head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True)
-    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
+    status = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                            capture_output=True, text=True)
+    changed = [line[3:] for line in status.stdout.splitlines()]
+    dirty = [path for path in changed if not path.endswith(".md") and not path.startswith("Benchmarks/results/")]
+    return head.stdout.strip() + ("+" if dirty else "")
 
 
 def machine():
