@@ -200,8 +200,8 @@ extension SQLReader {
         try session.map(Self.allBooksQuery, [.text(id)], SQLReader.book)
     }
 
-    /// The same, handed to `body` `size` at a time as they are read.
-    package func allBooks(inLibrary id: String, batchesOf size: Int, _ body: ([BookRecord]) -> Void) throws {
+    /// The same, handed to `body` `size` at a time as they are read (`body` may take the batch).
+    package func allBooks(inLibrary id: String, batchesOf size: Int, _ body: (inout [BookRecord]) -> Void) throws {
         let library = FieldValue.string(id)
         try session.batches(
             Self.allBooksQuery, [.text(id)], of: size,

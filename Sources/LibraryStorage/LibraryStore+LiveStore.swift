@@ -11,7 +11,7 @@ extension LibraryStore: LiveStore, LibraryDatabase {
 
     package func load(
         _ target: LiveTarget,
-        members: @escaping @Sendable (_ seq: Int, _ expected: Int, _ batch: [BookRecord]) -> Void,
+        members: @escaping @Sendable (_ seq: Int, _ expected: Int, _ batch: inout [BookRecord]) -> Void,
         completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void
     ) {
         load(target, batchesOf: Self.loadBatch, members: members, completion: completion)
@@ -20,7 +20,7 @@ extension LibraryStore: LiveStore, LibraryDatabase {
     func load(
         _ target: LiveTarget,
         batchesOf size: Int,
-        members: @escaping @Sendable (_ seq: Int, _ expected: Int, _ batch: [BookRecord]) -> Void,
+        members: @escaping @Sendable (_ seq: Int, _ expected: Int, _ batch: inout [BookRecord]) -> Void,
         completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void
     ) {
         guard case .library(let id) = target else { return loadState(target, completion: completion) }
@@ -28,7 +28,7 @@ extension LibraryStore: LiveStore, LibraryDatabase {
             { reader in
                 let seq = try reader.latestSeq()
                 guard let library = try reader.library(id: id) else { return LoadedState(seq: seq, resource: nil) }
-                try reader.allBooks(inLibrary: id, batchesOf: size) { members(seq, library.bookCount, $0) }
+                try reader.allBooks(inLibrary: id, batchesOf: size) { members(seq, library.bookCount, &$0) }
                 return LoadedState(seq: seq, resource: .library(library, members: []))
             },
             completion: completion)

@@ -42,14 +42,14 @@ package enum SQLSession {
         }
     }
 
-    /// Every row `sql` returns, through `transform`, handed to `body` `size` at a time: on
-    /// SQLite as they are read.
+    /// Every row `sql` returns, through `transform`, handed to `body` `size` at a time (`body`
+    /// may take a batch whole): on SQLite as they are read.
     package func batches<T>(
         _ sql: String,
         _ values: [SQLiteValue],
         of size: Int,
         _ transform: (SQLRow) throws -> T,
-        _ body: ([T]) -> Void
+        _ body: (inout [T]) -> Void
     ) throws {
         switch self {
         case .sqlite(let connection):
@@ -58,15 +58,16 @@ package enum SQLSession {
             try connection.statement(sql).forEach(values) { row in
                 batch.append(try transform(SQLRow(.sqlite(row))))
                 guard batch.count == size else { return }
-                body(batch)
+                body(&batch)
                 batch = []
                 batch.reserveCapacity(size)
             }
-            if !batch.isEmpty { body(batch) }
+            if !batch.isEmpty { body(&batch) }
         case .postgres, .probe:
             let rows = try map(sql, values, transform)
             for start in stride(from: 0, to: rows.count, by: size) {
-                body(Array(rows[start..<min(start + size, rows.count)]))
+                var batch = Array(rows[start..<min(start + size, rows.count)])
+                body(&batch)
             }
         }
     }

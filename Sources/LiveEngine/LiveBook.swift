@@ -106,22 +106,44 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
         table = self.shape.map { LiveEvent.memberTable(for: $0, capacity: 0) }
     }
 
-    /// Makes the models of members just read, and their part of the snapshot, on the box's queue;
-    /// with the first, room for the `expected` members (a million grown a few at a time rehashed
-    /// every id and copied every array about twenty times).
-    func add(_ records: [BookRecord], seq: Int, expected: Int) {
+    /// Takes members just read and makes their models, and their part of the snapshot, on the
+    /// box's queue; with the first, room for the `expected` members (a million grown a few at a
+    /// time rehashed every id and copied every array about twenty times).
+    ///
+    /// The records are moved into their models, not copied: a copy retains each of a record's
+    /// strings here and the batch's end releases them again, atomics on the reading thread's
+    /// cache lines, and on one line for the library's id, which every member shares and the
+    /// reader retains for each record it makes. With a million members that line went back and
+    /// forth between the two cores millions of times, slowing both threads (`perf`: a fifth of
+    /// the load's CPU in `swift_retain` and `swift_release`).
+    func add(_ records: inout [BookRecord], seq: Int, expected: Int) {
+        let batch = HandedBatch()
+        swap(&batch.records, &records)
         queue.async { [self] in
+            var records: [BookRecord] = []
+            swap(&records, &batch.records)  // this closure's alone now, so changed in place
             if ordered.isEmpty {
                 ordered.reserveCapacity(expected)
                 byID.reserveCapacity(expected)
                 table?.reserveCapacity(expected)
             }
-            for record in records {
-                let book = LiveBook(record, seq: seq)
-                ordered.append(book)
-                byID[record.id] = book  // ids are unique
+            records.withUnsafeMutableBufferPointer { buffer in
+                let records = buffer
+                // Read in place and moved out by pointer: even by index, an array's record was
+                // copied whole here, retaining each of its strings.
+                table?.append(books: records.indices, id: { records[$0].id }, order: { records[$0].seq }) {
+                    records[$0][$1]
+                }
+                for index in records.indices {
+                    let slot = records.baseAddress! + index
+                    let record = slot.move()
+                    slot.initialize(to: .vacant)  // what the array frees: nothing
+                    let id = record.id
+                    let book = LiveBook(consume record, seq: seq)
+                    ordered.append(book)
+                    byID[id] = book  // ids are unique
+                }
             }
-            table?.append(books: records, id: \.id, order: \.seq) { $0[$1] }
         }
     }
 
@@ -143,6 +165,11 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
         }
     }
 
+    /// A batch on its way from the reader to the queue, whose records the queue moves out.
+    private final class HandedBatch: @unchecked Sendable {  // filled by the reader, then used on the queue alone
+        var records: [BookRecord] = []
+    }
+
     /// The models in insertion order and by id; the box is empty afterwards.
     func take() -> (ordered: [LiveBook], byID: [String: LiveBook]) {
         defer {
@@ -151,5 +178,19 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
             snapshot = nil
         }
         return (ordered, byID)
+    }
+}
+
+extension BookRecord {
+    /// A record of empty values, holding no memory of its own: what a slot of a batch keeps once
+    /// its record has been moved out.
+    fileprivate static let vacant = BookRecord(seq: 0) { field in
+        let descriptor = field.descriptor
+        if descriptor.nullable { return .null }
+        switch descriptor.kind {
+        case .identifier, .text, .timestamp: return .string("")
+        case .integer: return .int(0)
+        case .boolean: return .bool(false)
+        }
     }
 }

@@ -102,7 +102,7 @@ extension LiveHub {
             // The models are made on a queue of their own as the members are read, not on the
             // reader's (with `:memory:` that is the writer's, whose commits would wait).
             let members = LoadedMembers(snapshotOf: request.resumeAfter == nil ? request.shape : nil)
-            store.load(target, members: { seq, expected, batch in members.add(batch, seq: seq, expected: expected) }) {
+            store.load(target, members: { seq, expected, batch in members.add(&batch, seq: seq, expected: expected) }) {
                 result in
                 members.finish(result) {
                     LiveActor.enqueue { self.loaded(target, result, members: members) }

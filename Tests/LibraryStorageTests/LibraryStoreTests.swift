@@ -62,7 +62,8 @@ import Testing
     /// changes themselves, so a prune in between cannot cut a replay short).
     /// A library's load hands its members out a batch at a time, in order, with the read's id,
     /// and leaves them out of the state; each record's library is the one string of the library.
-    /// Each batch says how many members the library has (its `bookCount`), for making room once.
+    /// Each batch says how many members the library has (its `bookCount`), for making room once,
+    /// and is the receiver's to take whole.
     @Test func libraryLoad_HandsItsMembersOutInBatchesAsItReads() throws {
         let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L")) }
         let other = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "M")) }
@@ -78,7 +79,12 @@ import Testing
         let state = Mutex<Result<LoadedState, StoreError>?>(nil)
         store.load(
             .library(library.id), batchesOf: 10,
-            members: { seq, expected, batch in batches.withLock { $0.append((seq, expected, batch)) } }
+            members: { seq, expected, batch in
+                // Taken whole, as the live engine takes it: the reader must not need it back.
+                var taken: [BookRecord] = []
+                swap(&taken, &batch)
+                batches.withLock { $0.append((seq, expected, taken)) }
+            }
         ) {
             result in
             state.withLock { $0 = result }

@@ -75,11 +75,12 @@ package protocol LiveStore: AnyObject, Sendable {
     /// As `load`, but a library's members are handed to `members` as they are read (in order, a
     /// batch at a time, on the reading thread, with the read's change id and how many members the
     /// library has by its `bookCount`, so that whoever collects them makes room once) and left out
-    /// of the state: whoever makes models of them starts before the read ends. A store that cannot
-    /// hand them out as it reads hands them all at once (the default).
+    /// of the state: whoever makes models of them starts before the read ends. The batch is
+    /// `inout` so that it can be taken whole (`swap`), its records then moved rather than copied.
+    /// A store that cannot hand them out as it reads hands them all at once (the default).
     func load(
         _ target: LiveTarget,
-        members: @escaping @Sendable (_ seq: Int, _ expected: Int, _ batch: [BookRecord]) -> Void,
+        members: @escaping @Sendable (_ seq: Int, _ expected: Int, _ batch: inout [BookRecord]) -> Void,
         completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void
     )
 
@@ -113,14 +114,14 @@ package protocol LiveStore: AnyObject, Sendable {
 extension LiveStore {
     package func load(
         _ target: LiveTarget,
-        members: @escaping @Sendable (_ seq: Int, _ expected: Int, _ batch: [BookRecord]) -> Void,
+        members: @escaping @Sendable (_ seq: Int, _ expected: Int, _ batch: inout [BookRecord]) -> Void,
         completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void
     ) {
         load(target) { result in
-            guard case .success(let state) = result, case .library(let library, let records)? = state.resource else {
+            guard case .success(let state) = result, case .library(let library, var records)? = state.resource else {
                 return completion(result)
             }
-            members(state.seq, records.count, records)
+            members(state.seq, records.count, &records)
             completion(.success(LoadedState(seq: state.seq, resource: .library(library, members: []))))
         }
     }
