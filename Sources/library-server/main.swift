@@ -140,7 +140,8 @@ api.metrics.addGauge("library_heap_free_bytes", help: "Heap memory freed but sti
 let heapTrimmer = HeapTrimmer()
 api.metrics.addCounter(
     "library_heap_trims_total",
-    help: "Times the heap held over 8 MiB free in resident pages and was trimmed back to the system."
+    help: "Times the heap held over \(HeapTrimmer.threshold >> 20) MiB free in resident pages and was trimmed back "
+        + "to the system."
 ) { heapTrimmer.trims.load(ordering: .relaxed) }
 
 let port: Int
