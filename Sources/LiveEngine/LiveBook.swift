@@ -114,7 +114,7 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
     /// strings here and the batch's end releases them again, atomics on the reading thread's
     /// cache lines, and on one line for the library's id, which every member shares and the
     /// reader retains for each record it makes. With a million members that line went back and
-    /// forth between the two cores millions of times, slowing both threads (`perf`: a fifth of
+    /// forth between the two cores millions of times, slowing both threads (`perf`: a quarter of
     /// the load's CPU in `swift_retain` and `swift_release`).
     func add(_ records: inout [BookRecord], seq: Int, expected: Int) {
         let batch = HandedBatch()
