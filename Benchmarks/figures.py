@@ -181,12 +181,22 @@ def postgres():
             if per_round:
                 ratios.append(f"{topology['topology']} {workload.upper()} "
                               + " / ".join(f"{ratio:.2f}" for ratio in per_round))
+    errors = []
+    for topology in data["topologies"]:
+        for name, workloads in topology["runs"].items():
+            for workload, runs in workloads.items():
+                count = sum(int(run.get("socket_errors", 0)) for run in runs)
+                if count:
+                    errors.append(f"{name}'s {workload.upper()} through {topology['topology']}: {count} in "
+                                  f"{number(sum(run['requests'] for run in runs))} requests")
     lines += [
         "",
         f"PostgreSQL with fsync {data['fsync']}, {data['books']:,} books, `wrk -t{data['threads']} "
         f"-c{data['connections']}` (through nginx when there are replicas), {data['seconds']} s per run after "
         f"{data['warmup']} s of warm-up, medians of {data['rounds']} rounds, the order of the servers flipped every "
-        f"round. Ours ÷ comparator in each round: " + "; ".join(ratios) + ". " + source(data, "postgres.json"),
+        f"round. Ours ÷ comparator in each round: " + "; ".join(ratios) + ". "
+        + ("Socket errors (`wrk`'s 5 s timeout): " + "; ".join(errors) + ". " if errors else "")
+        + source(data, "postgres.json"),
     ]
     return "\n".join(lines)
 

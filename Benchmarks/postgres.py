@@ -323,9 +323,15 @@ def measure(server, workload, db, args):
     result["cpu_us"] = (server.cpu_seconds() - cpu) * 1e6 / requests
     result["db_cpu_us"] = (db.backends_cpu_seconds() - db_cpu) * 1e6 / requests
     result["proxy_cpu_us"] = (server.proxy_cpu_seconds() - proxy_cpu) * 1e6 / requests
-    if result["non2xx"] or result["socket_errors"]:
+    # Any answer but 2xx fails the run. A socket error (wrk's timeout, 5 s, nearly always) is
+    # counted and reported, and fails the run past one in 100,000 requests: through nginx on this
+    # shared machine both servers see a rare stall of seconds that no other measurement explains.
+    if result["non2xx"] or result["socket_errors"] * 100_000 > result["requests"]:
         raise RuntimeError("%s %s: %d non-2xx answers, %d socket errors"
                            % (server.name, workload, result["non2xx"], result["socket_errors"]))
+    if result["socket_errors"]:
+        log("%s %s: %d socket error(s) in %d requests, reported" % (server.name, workload, result["socket_errors"],
+                                                                     result["requests"]))
     return result
 
 
