@@ -26,7 +26,8 @@ which is how replicas are deployed; wrk talks to nginx, which spreads the connec
 nginx's files, its access log among them, are kept in memory (/dev/shm): on this machine's disk a
 write of that log now and then waited seconds for the kernel to flush dirty pages, and with it
 nginx's one worker and every request it held (wrk's p99 through nginx 2.9 s with the log on disk,
-8 ms with it in /dev/shm, the same GET load). The servers' own access logs are discarded.
+8 ms with it in /dev/shm, the same GET load, in one pair of runs; later full runs still saw rarer
+stalls through nginx, for both servers: see `measure`). The servers' own access logs are discarded.
 
 It prints a markdown table per topology (medians over the rounds): req/s, p50 and p99 latency, the
 servers' CPU per request (every replica's; nginx's apart), and ours / comparator; then each
