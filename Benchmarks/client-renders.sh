@@ -24,8 +24,9 @@ start_library_server "$BIN/library-server" "$WORK/bench.sqlite" "$WORK"
 OUT="$ROOT/Benchmarks/results/client-renders.json"
 "$BIN/client-renders" "$URL" --out "$WORK/result.json" "$@"
 python3 - "$WORK/result.json" "$OUT" <<'PY'
-import json, platform, subprocess, sys
+import datetime, json, platform, subprocess, sys
 result = json.load(open(sys.argv[1]))
+result["date"] = datetime.date.today().isoformat()
 result["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
 result["machine"] = f"{platform.machine()}, {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores"
 json.dump(result, open(sys.argv[2], "w"), indent=2, sort_keys=True)

@@ -4,11 +4,14 @@
 #   Benchmarks/fanout-floor.sh [N=18000] [R=20] [ROUNDS=4]
 #
 # Each round runs Benchmarks/fanout.sh (N subscribers on one book, R title changes, the same load
-# generator, Benchmarks/fanout/fanout.c) twice: once against library-server and once against
+# generator, Benchmarks/fanout/fanout.c) against library-server and against
 # Benchmarks/fanout/floor.c, a C server that does nothing but encode each change once and send()
-# it to every subscriber, the sends spread over one thread per core. The order flips every round. The floor's latency
-# is what the kernel's loopback and the subscribers' wake-ups cost on this machine at that moment;
-# ours ÷ floor is what library-server adds.
+# it to every subscriber, the sends spread over one thread per core; and, when Debian's
+# liburing-dev is installed (as root it is installed when missing), against the same floor
+# submitting its sends through io_uring, 4,096 per system call (`floor --uring`): what batching
+# the system calls would be worth. The order flips every round. The floor's latency is what the
+# kernel's loopback and the subscribers' wake-ups cost on this machine at that moment; ours ÷
+# floor is what library-server adds.
 #
 # Prints one line per run and a markdown table of medians, writes
 # Benchmarks/results/fanout-floor.json (with the commit and the machine) and has
@@ -28,15 +31,28 @@ OURS=${SERVER:-$ROOT/.build/release/library-server}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fanout-floor.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 cc -O2 -std=gnu11 -pthread -o "$WORK/floor" "$ROOT/Benchmarks/fanout/floor.c"
+CONTENDERS=(ours floor)
+if [[ ! -e /usr/include/liburing.h && $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq liburing-dev >/dev/null 2>&1 || true
+fi
+if [[ -e /usr/include/liburing.h ]] &&
+    cc -O2 -std=gnu11 -pthread -DFLOOR_URING -o "$WORK/floor-uring.bin" "$ROOT/Benchmarks/fanout/floor.c" -luring; then
+    printf '#!/bin/sh\nexec "%s" --uring "$@"\n' "$WORK/floor-uring.bin" >"$WORK/floor-uring"
+    chmod +x "$WORK/floor-uring"
+    CONTENDERS+=(uring)
+else
+    echo "== no liburing-dev: the io_uring floor is left out"
+fi
 
 RUNS=$WORK/runs.tsv
 : >"$RUNS"
 for ((round = 1; round <= ROUNDS; round++)); do
-    order=(ours floor)
-    ((round % 2 == 0)) && order=(floor ours)
+    order=("${CONTENDERS[@]}")
+    ((round % 2 == 0)) && mapfile -t order < <(printf '%s\n' "${CONTENDERS[@]}" | tac)
     for name in "${order[@]}"; do
         binary=$OURS
         [[ $name == floor ]] && binary=$WORK/floor
+        [[ $name == uring ]] && binary=$WORK/floor-uring
         log=$WORK/$name-$round.log
         if ! SERVER=$binary bash "$ROOT/Benchmarks/fanout.sh" "$N" "$R" >"$log" 2>&1; then
             echo "round $round, $name: fanout.sh failed:" >&2
@@ -60,7 +76,9 @@ runs = [line.split("\t") for line in open(runs_path).read().splitlines()]
 def values(name, column):
     return [float(run[column]) for run in runs if run[1] == name and run[column] not in ("", "?")]
 summary = {}
-for name in ("ours", "floor"):
+for name in ("ours", "floor", "uring"):
+    if not values(name, 3):
+        continue
     summary[name] = {key: statistics.median(values(name, column)) if values(name, column) else None
                      for key, column in (("p50Ms", 2), ("p99Ms", 3), ("maxMs", 4), ("cpuMs", 6))}
     summary[name]["missed"] = sum(int(run[5] or 0) for run in runs if run[1] == name)
@@ -82,7 +100,10 @@ print(f"{n} subscribers on one book, {r} changes per run, {rounds} rounds (media
 print()
 print("| server | p50 (ms) | p99 (ms) | max (ms) | server CPU for the run (ms) | missed |")
 print("|---|---:|---:|---:|---:|---:|")
-for name, label in (("ours", "library-server"), ("floor", "floor (C, one send per subscriber, a thread per core)")):
+for name, label in (("ours", "library-server"), ("floor", "floor (C, one send per subscriber, a thread per core)"),
+                    ("uring", "floor, its sends through io_uring")):
+    if name not in summary:
+        continue
     s = summary[name]
     print(f"| {label} | {s['p50Ms']:.1f} | {s['p99Ms']:.1f} | {s['maxMs']:.1f} | "
           f"{s['cpuMs']:.0f} | {s['missed']} |" if s["cpuMs"] is not None else

@@ -12,7 +12,9 @@ commit that measured it, and CI (Benchmarks/smoke.sh) checks that nobody edited 
 
 Blocks: `benchmark` (bench.py: results.md and chart.svg), `live` (live.py: live.md),
 `client-renders` (client-renders.sh), `fanout-floor` (fanout-floor.sh), `replica-writes`
-(postgres.py --replica-writes), `postgres` (postgres.py). A block whose result file is missing is left as it is.
+(postgres.py --replica-writes), `postgres` (postgres.py), `observe-collections` (bench.py's
+over-observation step: results.json), `watches` (watches.py), `profile-get` (profile_get.py),
+`replicas-fanout` (replicas_fanout.sh), `replicas-latency` (scripts/replicas.sh --short -- --results). A block whose result file is missing is left as it is.
 """
 
 import argparse
@@ -100,7 +102,10 @@ def fanout_floor():
         "| server | p50 | p99 | server CPU per change | per event delivered |",
         "|---|---:|---:|---:|---:|",
     ]
-    for label, row in (("library-server", ours), ("floor", floor)):
+    contenders = [("library-server", ours), ("floor", floor)]
+    if "uring" in data["medians"]:
+        contenders.append(("floor, sends through io_uring", data["medians"]["uring"]))
+    for label, row in contenders:
         per_change = row["cpuMs"] / changes
         lines.append(f"| {label} | {row['p50Ms']:.1f} ms | {row['p99Ms']:.1f} ms | {per_change:.0f} ms "
                      f"| {per_change * 1000 / subscribers:.1f} µs |")
@@ -109,7 +114,9 @@ def fanout_floor():
         f"{subscribers:,} subscribers of one book, {changes} changes per run, medians of {data['rounds']} "
         f"rounds. " + source(data, "fanout-floor.json")
         + f" p99 ours ÷ floor: **{data['p99Ratio']:.2f}**; CPU per event ours ÷ floor: "
-        f"**{ours['cpuMs'] / floor['cpuMs']:.2f}**.",
+        f"**{ours['cpuMs'] / floor['cpuMs']:.2f}**."
+        + (f" The floor through io_uring ÷ with send(): p99 **{data['medians']['uring']['p99Ms'] / floor['p99Ms']:.2f}**, "
+           f"CPU **{data['medians']['uring']['cpuMs'] / floor['cpuMs']:.2f}**." if "uring" in data["medians"] else ""),
     ]
     return "\n".join(lines)
 
@@ -273,6 +280,113 @@ def memory():
     return "\n".join(lines)
 
 
+def observe_collections():
+    data = read("results.json")
+    if data is None or "collections" not in (data.get("observation") or {}):
+        return None
+    c = data["observation"]["collections"]
+    plain, mux = c["collection_subscribers"], c["multiplexed_subscribers"]
+    lines = [
+        "| subscribers | delivered | push-everything would send | bytes delivered / push-everything "
+        "| unrequested fields / items, wrong events, states ≠ GET |",
+        "|---|---:|---:|---:|---:|",
+        f"| {plain} collection streams | {number(c['events_delivered'])} events "
+        f"| {number(c['push_events_collections'])} ({c['push_events_collections'] / max(1, c['events_delivered']):.1f}×) "
+        f"| {c['delivered_bytes'] / 1000:,.0f} KB / {c['push_bytes'] / 1e6:.2f} MB "
+        f"({c['push_bytes'] / max(1, c['delivered_bytes']):.0f}×) "
+        f"| {c['foreign_fields']} / {c['foreign_items']} / {c['mismatch']} / {c['state_mismatch']} |",
+        f"| {mux} `/events` streams, {c['watches']} watches | {number(c['mux_frames_delivered'])} frames, "
+        f"{number(c['mux_entries_delivered'])} entries "
+        f"| {number(c['push_entries_mux'])} entries ({c['push_entries_mux'] / max(1, c['mux_entries_delivered']):.0f}×) "
+        f"| {c['mux_delivered_bytes'] / 1000:,.0f} KB / {c['mux_push_bytes'] / 1e6:.2f} MB "
+        f"({c['mux_push_bytes'] / max(1, c['mux_delivered_bytes']):.0f}×) "
+        f"| {c['foreign_fields']} / {c['foreign_items']} / {c['mismatch']} / {c['state_mismatch']} |",
+        "",
+        f"{c['writes']} random writes on a database of {data['settings']['books']:,} books "
+        f"(`Benchmarks/bench.py`'s over-observation step, measured {data['dates']['observation']}). "
+        f"The last column counts both kinds of subscriber together. " + source(data, "results.json"),
+    ]
+    return "\n".join(lines)
+
+
+def watches():
+    data = read("watches.json")
+    if data is None:
+        return None
+    rss = data["rss_mib_start_open_first_third_last_third"]
+    anon = data["anon_mib_first_third_last_third"]
+    lines = [
+        "| streams × watches | open all | writes/s | entries/s | PATCH→entry p50 / p99 / max | server CPU per write "
+        "| heap (RssAnon), max of the first / last third | RSS at start / all open / last third | live lag max "
+        "| stale titles (50 streams checked) |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+        f"| {number(data['streams'])} × {data['watches_per_stream']} | {data['open_seconds']:.1f} s "
+        f"| {number(data['writes_per_second'])} | {number(data['entries_per_second'])} "
+        f"| {data['latency_p50_ms']:.1f} / {data['latency_p99_ms']:.1f} / {data['latency_max_ms']:.0f} ms "
+        f"| {data['cpu_us_per_write']} µs | {anon[0]} / {anon[1]} MiB | {rss[0]} / {rss[1]} / {rss[3]} MiB "
+        f"| {data['lag_max']} | {data['stale_titles_in_sample']} |",
+        "",
+        f"{data['books']:,} books in one library, {data['seconds']} s of writes. Frame ids strictly increased on "
+        f"every stream: {'yes' if data['frame_ids_strictly_increase'] else '**no**'}. " + source(data, "watches.json"),
+    ]
+    return "\n".join(lines)
+
+
+def profile_get():
+    data = read("profile-get.json")
+    if data is None:
+        return None
+    lines = ["| where the server's CPU goes | share | largest |", "|---|---:|---|"]
+    for row in data["categories"]:
+        top = ", ".join(f"`{symbol.replace('|', '/')}` {percent:.1f}" for percent, symbol in row["largest"])
+        lines.append(f"| {row['name']} | {row['share']:.1f} % | {top} |")
+    lines += [
+        "",
+        f"`GET /books/{{id}}` on {data['books']:,} books, the server pinned to one core and `wrk -t1 -c32` to the "
+        f"other, {data['seconds']} s of `perf record` at {number(data['rps'])} req/s; self time per function. "
+        + source(data, "profile-get.json"),
+    ]
+    return "\n".join(lines)
+
+
+def replicas_fanout():
+    data = read("replicas-fanout.json")
+    if data is None:
+        return None
+    lines = [
+        "| subscribers | per replica | RSS per replica (with them) | per subscriber | rounds | missed "
+        "| cross-replica p50 / p99 / max | CPU per replica during the rounds |",
+        "|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for run in data["runs"]:
+        replicas = run["replicas"]
+        p50 = [r["p50Ms"] for r in replicas]
+        p99 = [r["p99Ms"] for r in replicas]
+        cpu = " / ".join(f"{r['cpuMs'] / 1000:.1f}" for r in replicas)
+        lines.append(
+            f"| {number(sum(r['connected'] for r in replicas))} | {number(run['perReplica'])} "
+            f"| {max(r['rssWithKiB'] for r in replicas) / 1024:.0f} MiB "
+            f"| {max(r['kibPerSubscriber'] for r in replicas):.1f} KiB | {run['rounds']} × {len(replicas)} writers "
+            f"| {sum(r['missed'] for r in replicas)} | {min(p50):,.0f}–{max(p50):,.0f} / {min(p99):,.0f}–{max(p99):,.0f} / "
+            f"{max(r['maxMs'] for r in replicas):,.0f} ms "
+            f"| {cpu} s |")
+    lines += ["", "Each range is over the three generators (one per replica). " + source(data, "replicas-fanout.json")]
+    return "\n".join(lines)
+
+
+def replicas_latency():
+    data = read("replicas-latency.json")
+    if data is None:
+        return None
+    cross, same = data["crossReplica"], data["sameReplica"]
+    return (f"Commit-to-event latency from a write through one replica to a subscriber of another, "
+            f"{number(cross['samples'])} samples: **p50 {cross['p50Ms']:.1f} ms, p99 {cross['p99Ms']:.1f} ms**, max "
+            f"{cross['maxMs']:.1f} ms (a subscriber of the replica written through: p50 {same['p50Ms']:.1f} ms, "
+            f"p99 {same['p99Ms']:.1f} ms, {number(same['samples'])} samples); {number(data['acknowledgedWrites'])} "
+            f"writes acknowledged in {data['seconds']:.0f} s with the outages; every check of the run "
+            f"{'passed' if data['passed'] else '**failed**'}. " + source(data, "replicas-latency.json"))
+
+
 BLOCKS = {
     "benchmark": benchmark,
     "memory": memory,
@@ -282,6 +396,11 @@ BLOCKS = {
     "fanout-floor": fanout_floor,
     "replica-writes": replica_writes,
     "postgres": postgres,
+    "observe-collections": observe_collections,
+    "watches": watches,
+    "profile-get": profile_get,
+    "replicas-fanout": replicas_fanout,
+    "replicas-latency": replicas_latency,
 }
 
 

@@ -8,7 +8,9 @@ on) pinned to CPU 0, loads `GET /books/{id}` (ids cycling over every book,
 Benchmarks/wrk/get.lua) with `wrk -t1 -c32` pinned to CPU 1, records the server's samples
 for S seconds (default 8) after a warm-up, and prints the share of its CPU time per category
 (self time of each sampled function). Needs `perf` (Debian `linux-perf`) and root or a low
-`perf_event_paranoid`. Talks to 127.0.0.1 only; stops by itself.
+`perf_event_paranoid`. Writes Benchmarks/results/profile-get.json (with the commit and the
+machine), from which Benchmarks/figures.py makes the README's table. Talks to 127.0.0.1 only;
+stops by itself.
 """
 
 import argparse
@@ -19,6 +21,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "lib"))
+from benchlib import write_result  # noqa: E402
 
 # First match wins; patterns are tried on "dso symbol".
 CATEGORIES = [
@@ -81,6 +85,12 @@ def main():
     rate = re.search(r"Requests/sec:\s+([0-9.]+)", load.stdout)
     print("GET /books/{id}, %d books, server on 1 core, wrk -t1 -c32 on the other: %s req/s"
           % (args.books, rate.group(1) if rate else "?"))
+    categories = [{"name": name, "share": round(shares[name], 1),
+                   "largest": [[percent, symbol] for percent, symbol in sorted(symbols[name], reverse=True)[:3]]}
+                  for name, _ in CATEGORIES]
+    path = write_result("profile-get", {"books": args.books, "seconds": args.seconds,
+                                        "rps": float(rate.group(1)) if rate else 0, "categories": categories})
+    print("results in %s" % path)
     print()
     print("| where the server's CPU goes | share | largest |")
     print("|---|---:|---|")

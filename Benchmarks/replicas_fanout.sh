@@ -26,7 +26,9 @@
 # all of them connected (and KiB per subscriber), each generator's RESULT line (latency p50/p90/p99/
 # max in ms, missed samples), and each replica's CPU time (user + system) during the rounds. Then
 # stops the replicas with SIGTERM and checks that each exits 0 within 15 seconds. Exits non-zero
-# when a generator did not get every subscriber or every sample, or a replica failed.
+# when a generator did not get every subscriber or every sample, or a replica failed. A passing
+# run is written to Benchmarks/results/replicas-fanout.json, beside the runs of other sizes on the
+# same commit.
 set -euo pipefail
 
 N=${1:-15000}
@@ -238,6 +240,7 @@ for ((i = 1; i <= REPLICAS; i++)); do
         "$(field "$RESULT" p90)" "$(field "$RESULT" p99)" "$(field "$RESULT" max)"
     printf '  %-34s %s\n' "generator exit status" "${FANOUT_STATUS[i - 1]}"
     printf '  %s\n' "${RESULT:-RESULT missing}"
+    echo "$i ${RSS_BEFORE[i - 1]} ${RSS_AFTER[i - 1]:-0} ${CPU_MS[i - 1]} $RESULT" >>"$WORK/summary"
 done
 printf '%-36s %s of %s\n' "subscribers connected in total" "$TOTAL" "$((N * REPLICAS))"
 printf '%-36s %s s\n' "rounds wall time" "$ROUNDS_SECONDS"
@@ -288,4 +291,31 @@ for ((i = 1; i <= REPLICAS; i++)); do
         echo "== replica $i stopped cleanly (exit 0, $((SECONDS - STOP_START)) s after SIGTERM)"
     fi
 done
+# A passing run goes to Benchmarks/results/replicas-fanout.json beside the other sizes measured on
+# the same commit (Benchmarks/figures.py makes the README's table of it).
+if [[ $STATUS -eq 0 ]]; then
+    ROOT=$ROOT python3 - "$WORK/summary" "$N" "$R" <<'PY'
+import json, os, sys
+sys.path.insert(0, os.path.join(os.environ["ROOT"], "Benchmarks", "lib"))
+import benchlib
+summary, per_replica, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+replicas = []
+for line in open(summary):
+    index, before, after, cpu, _, *pairs = line.split()
+    result = dict(pair.split("=", 1) for pair in pairs)
+    connected = int(result["connected"])
+    replicas.append({"replica": int(index), "connected": connected, "rssBeforeKiB": int(before),
+                     "rssWithKiB": int(after), "kibPerSubscriber": (int(after) - int(before)) / connected,
+                     "cpuMs": float(cpu), "missed": int(result["missed"]), "p50Ms": float(result["p50"]),
+                     "p99Ms": float(result["p99"]), "maxMs": float(result["max"])})
+path = os.path.join(benchlib.RESULTS, "replicas-fanout.json")
+runs = []
+if os.path.exists(path):
+    earlier = json.load(open(path))
+    if earlier.get("commit") == benchlib.commit():
+        runs = [run for run in earlier["runs"] if run["perReplica"] != per_replica]
+runs.append({"perReplica": per_replica, "rounds": rounds, "replicas": replicas})
+print("== results in " + benchlib.write_result("replicas-fanout", {"runs": sorted(runs, key=lambda run: run["perReplica"])}))
+PY
+fi
 exit "$STATUS"

@@ -11,7 +11,9 @@ wrk PATCHes random titles among those books for `--seconds`; each title carries 
 sent, so the reader measures PATCH-to-entry latency. One thread reads every stream (selectors,
 non-blocking). Every second: the server's RSS, `library_live_lag_changes`, entries received. At
 the end, once the streams are quiet, a sample of 50 streams is checked: every watched title equals
-`GET /books/{id}`, and frame ids strictly increased on every stream.
+`GET /books/{id}`, and frame ids strictly increased on every stream. Writes
+Benchmarks/results/watches.json (with the samples, the commit and the machine), from which
+Benchmarks/figures.py makes the README's table.
 
 Everything runs on 127.0.0.1 and stops by itself.
 """
@@ -31,7 +33,7 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
-from benchlib import Server, dechunk, log, metric, percentile, stop_all  # noqa: E402
+from benchlib import Server, dechunk, log, metric, percentile, stop_all, write_result  # noqa: E402
 
 LIBRARY = "00000000-0000-4000-8000-000000000001"
 TITLE = re.compile(rb'"id":"([0-9a-f-]{36})","title":"t(\d+)"')
@@ -208,6 +210,7 @@ def main():
                 report["lag_max"], stale, increasing))
         print("JSON " + json.dumps(report))
         print("SAMPLES " + json.dumps(samples))
+        log("results in %s" % write_result("watches", dict(report, seconds=args.seconds, samples=samples)))
         if stale or not increasing:
             sys.exit(1)
     finally:

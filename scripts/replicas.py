@@ -807,6 +807,8 @@ def main():
     parser.add_argument("--direct-database", help="the new primary's URI, to check acknowledged writes directly")
     parser.add_argument("--psql", default="psql", help="psql, for --direct-database")
     parser.add_argument("--latency-target-ms", type=float, default=100.0)
+    parser.add_argument("--results", action="store_true",
+                        help="write the latencies to Benchmarks/results/replicas-latency.json (for the README)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     if args.short:
@@ -1197,6 +1199,19 @@ def main():
                      f"({len(cross)} samples" + (f", p99 {percentile(cross, 0.99):.1f} ms)" if cross else ")"))
     else:
         REPORT.note("one replica: no cross-replica latency to measure")
+    if args.results and cross and same:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "Benchmarks", "lib"))
+        import benchlib
+
+        def summary(values):
+            return {"samples": len(values), "p50Ms": round(percentile(values, 0.5), 1),
+                    "p99Ms": round(percentile(values, 0.99), 1), "maxMs": round(max(values), 1)}
+
+        path = benchlib.write_result("replicas-latency", {
+            "seconds": args.seconds, "short": args.short, "failover": args.failover,
+            "crossReplica": summary(cross), "sameReplica": summary(same),
+            "acknowledgedWrites": sum(w.acknowledged for w in writers), "passed": REPORT.failed == 0})
+        REPORT.note(f"latencies written to {path}")
 
     # the summary
     write_statuses = TALLY.matching("write status:")
