@@ -46,6 +46,17 @@ def source(data, name):
             f"(`Benchmarks/results/{name}`).")
 
 
+def from_result(name):
+    """A block made from one result file: the function gets its data and returns the block's lines;
+    no block (the README's text left as it is) when the file is missing."""
+    def wrap(make):
+        def block():
+            lines = None if (data := read(name)) is None else make(data)
+            return None if lines is None else "\n".join(lines)
+        return block
+    return wrap
+
+
 def benchmark():
     table = read("results.md")
     return None if table is None else table + "\n\n![Benchmark chart](Benchmarks/results/chart.svg)"
@@ -280,9 +291,9 @@ def memory():
     return "\n".join(lines)
 
 
-def observe_collections():
-    data = read("results.json")
-    if data is None or "collections" not in (data.get("observation") or {}):
+@from_result("results.json")
+def observe_collections(data):
+    if "collections" not in (data.get("observation") or {}):
         return None
     c = data["observation"]["collections"]
     plain, mux = c["collection_subscribers"], c["multiplexed_subscribers"]
@@ -306,13 +317,11 @@ def observe_collections():
         f"(`Benchmarks/bench.py`'s over-observation step, measured {data['dates']['observation']}). "
         f"The last column counts both kinds of subscriber together. " + source(data, "results.json"),
     ]
-    return "\n".join(lines)
+    return lines
 
 
-def watches():
-    data = read("watches.json")
-    if data is None:
-        return None
+@from_result("watches.json")
+def watches(data):
     rss = data["rss_mib_start_open_first_third_last_third"]
     anon = data["anon_mib_first_third_last_third"]
     lines = [
@@ -329,13 +338,11 @@ def watches():
         f"{data['books']:,} books in one library, {data['seconds']} s of writes. Frame ids strictly increased on "
         f"every stream: {'yes' if data['frame_ids_strictly_increase'] else '**no**'}. " + source(data, "watches.json"),
     ]
-    return "\n".join(lines)
+    return lines
 
 
-def profile_get():
-    data = read("profile-get.json")
-    if data is None:
-        return None
+@from_result("profile-get.json")
+def profile_get(data):
     lines = ["| where the server's CPU goes | share | largest |", "|---|---:|---|"]
     for row in data["categories"]:
         top = ", ".join(f"`{symbol.replace('|', '/')}` {percent:.1f}" for percent, symbol in row["largest"])
@@ -346,13 +353,11 @@ def profile_get():
         f"other, {data['seconds']} s of `perf record` at {number(data['rps'])} req/s; self time per function. "
         + source(data, "profile-get.json"),
     ]
-    return "\n".join(lines)
+    return lines
 
 
-def replicas_fanout():
-    data = read("replicas-fanout.json")
-    if data is None:
-        return None
+@from_result("replicas-fanout.json")
+def replicas_fanout(data):
     lines = [
         "| subscribers | per replica | RSS per replica (with them) | per subscriber | rounds | missed "
         "| cross-replica p50 / p99 / max | CPU per replica during the rounds |",
@@ -371,20 +376,18 @@ def replicas_fanout():
             f"{max(r['maxMs'] for r in replicas):,.0f} ms "
             f"| {cpu} s |")
     lines += ["", "Each range is over the three generators (one per replica). " + source(data, "replicas-fanout.json")]
-    return "\n".join(lines)
+    return lines
 
 
-def replicas_latency():
-    data = read("replicas-latency.json")
-    if data is None:
-        return None
+@from_result("replicas-latency.json")
+def replicas_latency(data):
     cross, same = data["crossReplica"], data["sameReplica"]
-    return (f"Commit-to-event latency from a write through one replica to a subscriber of another, "
+    return [f"Commit-to-event latency from a write through one replica to a subscriber of another, "
             f"{number(cross['samples'])} samples: **p50 {cross['p50Ms']:.1f} ms, p99 {cross['p99Ms']:.1f} ms**, max "
             f"{cross['maxMs']:.1f} ms (a subscriber of the replica written through: p50 {same['p50Ms']:.1f} ms, "
             f"p99 {same['p99Ms']:.1f} ms, {number(same['samples'])} samples); {number(data['acknowledgedWrites'])} "
             f"writes acknowledged in {data['seconds']:.0f} s with the outages; every check of the run "
-            f"{'passed' if data['passed'] else '**failed**'}. " + source(data, "replicas-latency.json"))
+            f"{'passed' if data['passed'] else '**failed**'}. " + source(data, "replicas-latency.json")]
 
 
 BLOCKS = {
