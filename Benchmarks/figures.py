@@ -279,7 +279,12 @@ def memory():
            f"{data['allowed_growth_mib']:.1f} MiB more is flat): {verdict}. "
            if "own_heap_third_quarter_lowest_mib" in data
            else f"At most {data['allowed_growth_mib']:.1f} MiB more is flat: {verdict}. ")
-        + (f"What the server holds, malloc's bytes in use less SQLite's: "
+        + (f"What the server holds, malloc's bytes in use less SQLite's, at the same two levels: lowest "
+           f"{data['held_third_quarter_lowest_mib']:.1f} → {data['held_last_quarter_lowest_mib']:.1f} MiB, upper "
+           f"quartile {data['held_third_quarter_upper_quartile_mib']:.1f} → "
+           f"{data['held_last_quarter_upper_quartile_mib']:.1f} MiB; " if "held_third_quarter_lowest_mib" in data
+           else "What the server holds, malloc's bytes in use less SQLite's: ")
+        + (f"{'its medians ' if 'held_third_quarter_lowest_mib' in data else ''}"
            f"{data['live_heap_third_quarter_median_mib']:.1f} → {data['live_heap_last_quarter_median_mib']:.1f} MiB; "
            f"malloc's free pool (freed chunks kept for reuse, mostly given back to the system by the heap "
            f"trimmer) at most {data['malloc_free_max_mib']:.0f} MiB. " if "live_heap_third_quarter_median_mib" in data

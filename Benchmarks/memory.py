@@ -183,10 +183,12 @@ def main():
     growth = late - early
     live_early, live_late, live_slope = trend(
         [(s["t"], (s["malloc_in_use_kib"] - s["sqlite_kib"]) / 1024) for s in half])
-    own = [(s["rss_anon_kib"] - s["sqlite_kib"]) / 1024 for s in half]
-    third, last = own[:len(own) // 2], own[len(own) // 2:]
-    lowest_early, lowest_late = min(third), min(last)
-    upper_early, upper_late = statistics.quantiles(third, n=4)[2], statistics.quantiles(last, n=4)[2]
+    (lowest_early, upper_early), (lowest_late, upper_late) = levels(
+        [(s["rss_anon_kib"] - s["sqlite_kib"]) / 1024 for s in half])
+    # The same two levels of what the server holds (malloc's bytes in use less SQLite's): when
+    # RssAnon rises and these do not, what rose is malloc's pool of freed chunks still resident.
+    (held_lowest_early, held_upper_early), (held_lowest_late, held_upper_late) = levels(
+        [(s["malloc_in_use_kib"] - s["sqlite_kib"]) / 1024 for s in half])
     allowed = max(FLAT_MIB, upper_early * FLAT_FRACTION)
     flat = upper_late - upper_early <= allowed and lowest_late - lowest_early <= allowed
     cpu = samples[-1]["cpu_s"] - samples[0]["cpu_s"]
@@ -208,6 +210,9 @@ def main():
         "flat": flat,
         "live_heap_third_quarter_median_mib": live_early, "live_heap_last_quarter_median_mib": live_late,
         "live_heap_slope_mib_per_min": live_slope,
+        "held_third_quarter_lowest_mib": held_lowest_early, "held_last_quarter_lowest_mib": held_lowest_late,
+        "held_third_quarter_upper_quartile_mib": held_upper_early,
+        "held_last_quarter_upper_quartile_mib": held_upper_late,
         "malloc_free_max_mib": max(s["malloc_free_kib"] for s in samples) / 1024,
         "cpu_us_per_request": cpu * 1e6 / requests if requests else None,
         "fds_first": samples[0]["fds"], "fds_last": samples[-1]["fds"],
@@ -228,9 +233,20 @@ def main():
     log("last half, malloc's bytes in use less SQLite's (what the server holds, without the freed chunks malloc "
         "keeps for reuse): %.1f -> %.1f MiB (slope %+.2f MiB/min); malloc's free pool at most %.1f MiB"
         % (live_early, live_late, live_slope, result["malloc_free_max_mib"]))
+    log("last half, what the server holds, third quarter -> last: lowest %.1f -> %.1f MiB (%+.2f), upper quartile "
+        "%.1f -> %.1f MiB (%+.2f)" % (held_lowest_early, held_lowest_late, held_lowest_late - held_lowest_early,
+                                      held_upper_early, held_upper_late, held_upper_late - held_upper_early))
     if not args.no_results:
         write_result("memory", result)
     return 0 if result["flat"] else 1
+
+
+def levels(values):
+    """The two levels a heap that swings between them shows, in each half of `values`: its lowest
+    sample (no model loaded) and its upper quartile (the models loaded, without the spikes of
+    several snapshots in flight)."""
+    halves = values[:len(values) // 2], values[len(values) // 2:]
+    return [(min(half), statistics.quantiles(half, n=4)[2]) for half in halves]
 
 
 if __name__ == "__main__":
