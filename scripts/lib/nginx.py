@@ -134,6 +134,23 @@ class Nginx:
         except OSError:
             return "(no error log)"
 
+    def slow_requests(self, seconds):
+        """The requests of its access log that took nginx longer than `seconds` (`rt=`, from reading
+        the request's first byte to sending the answer's last), and the longest: whether a stall a
+        client saw happened inside nginx and the replicas, or before nginx read the request."""
+        slow, longest = 0, 0.0
+        try:
+            with open(os.path.join(self.directory, "access.log"), "rb") as log:
+                for line in log:
+                    match = re.search(rb" rt=([0-9.]+) ", line)
+                    if match:
+                        taken = float(match.group(1))
+                        slow += taken > seconds
+                        longest = max(longest, taken)
+        except OSError:
+            pass
+        return slow, longest
+
     def stop(self):
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGQUIT)  # graceful: workers finish their requests
