@@ -39,6 +39,21 @@ CATEGORIES = [
 ]
 
 
+def readable(symbols):
+    """Each symbol as a reader knows it: Swift's demangled (`swift demangle --simplified`, when the
+    toolchain is there), without generic specialization prefixes, at most 70 characters."""
+    names = {symbol: symbol for symbol in symbols}
+    try:
+        output = subprocess.run(["swift", "demangle", "--simplified", "--compact"], input="\n".join(symbols),
+                                capture_output=True, text=True, timeout=60).stdout.splitlines()
+        if len(output) == len(symbols):
+            names = dict(zip(symbols, output))
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return {symbol: re.sub(r"^(generic specialization <[^>]*> of |specialized |merged |partial apply for )+", "", name)[:70]
+            for symbol, name in names.items()}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("server")
@@ -80,8 +95,10 @@ def main():
         for name, pattern in CATEGORIES:
             if re.search(pattern, text):
                 shares[name] += percent
-                symbols[name].append((percent, symbol[:70]))
+                symbols[name].append((percent, symbol))
                 break
+    names = readable([symbol for entries in symbols.values() for _, symbol in entries])
+    symbols = {name: [(percent, names[symbol]) for percent, symbol in entries] for name, entries in symbols.items()}
     rate = re.search(r"Requests/sec:\s+([0-9.]+)", load.stdout)
     print("GET /books/{id}, %d books, server on 1 core, wrk -t1 -c32 on the other: %s req/s"
           % (args.books, rate.group(1) if rate else "?"))
