@@ -329,9 +329,9 @@ def measure(server, workload, db, args):
     # shared machine both servers see a rare stall of seconds that no other measurement explains.
     where = ""
     if result["socket_errors"] and server.nginx:
-        slow, longest = server.nginx.slow_requests(1.0)
-        where = ("; nginx's access log so far: %d request(s) over 1 s, the longest %.3f s; its error log: %s"
-                 % (slow, longest, server.nginx.error_tail()))
+        slow, longest, lines = server.nginx.slow_requests(1.0)
+        where = ("; nginx's access log so far: %d request(s) over 1 s, the longest %.3f s, the first: %s; "
+                 "its error log: %s" % (slow, longest, " | ".join(lines), server.nginx.error_tail()))
     if result["non2xx"] or result["socket_errors"] * 100_000 > result["requests"]:
         raise RuntimeError("%s %s: %d non-2xx answers, %d socket errors%s"
                            % (server.name, workload, result["non2xx"], result["socket_errors"], where))

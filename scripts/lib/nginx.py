@@ -134,22 +134,27 @@ class Nginx:
         except OSError:
             return "(no error log)"
 
-    def slow_requests(self, seconds):
+    def slow_requests(self, seconds, keep=3):
         """The requests of its access log that took nginx longer than `seconds` (`rt=`, from reading
-        the request's first byte to sending the answer's last), and the longest: whether a stall a
-        client saw happened inside nginx and the replicas, or before nginx read the request."""
-        slow, longest = 0, 0.0
+        the request's first byte to sending the answer's last), the longest, and the first `keep`
+        of their lines (which replicas were tried, with their connect and response times): whether
+        a stall a client saw happened inside nginx and the replicas, or before nginx read the
+        request."""
+        slow, longest, lines = 0, 0.0, []
         try:
             with open(os.path.join(self.directory, "access.log"), "rb") as log:
                 for line in log:
                     match = re.search(rb" rt=([0-9.]+) ", line)
                     if match:
                         taken = float(match.group(1))
-                        slow += taken > seconds
+                        if taken > seconds:
+                            slow += 1
+                            if len(lines) < keep:
+                                lines.append(line.decode("utf-8", "replace").strip())
                         longest = max(longest, taken)
         except OSError:
             pass
-        return slow, longest
+        return slow, longest, lines
 
     def stop(self):
         if self.process.poll() is None:
