@@ -327,17 +327,21 @@ def measure(server, workload, db, args):
     # Any answer but 2xx fails the run. A socket error (wrk's timeout, 5 s, nearly always) is
     # counted and reported, and fails the run past one in 100,000 requests: through nginx on this
     # shared machine both servers see a rare stall of seconds that no other measurement explains.
+    # nginx's slow requests (its access log's, since the deployment started) are logged with it.
     where = ""
-    if result["socket_errors"] and server.nginx:
+    if server.nginx:
         slow, longest, lines = server.nginx.slow_requests(1.0)
-        where = ("; nginx's access log so far: %d request(s) over 1 s, the longest %.3f s, the first: %s; "
-                 "its error log: %s" % (slow, longest, " | ".join(lines), server.nginx.error_tail()))
+        result["nginx_slow_requests"] = slow
+        if slow or result["socket_errors"]:
+            where = ("; nginx's access log so far: %d request(s) over 1 s, the longest %.3f s, the first: %s; "
+                     "its error log: %s" % (slow, longest, " | ".join(lines), server.nginx.error_tail()))
+            log("%s %s through nginx%s" % (server.name, workload, where))
     if result["non2xx"] or result["socket_errors"] * 100_000 > result["requests"]:
         raise RuntimeError("%s %s: %d non-2xx answers, %d socket errors%s"
                            % (server.name, workload, result["non2xx"], result["socket_errors"], where))
     if result["socket_errors"]:
-        log("%s %s: %d socket error(s) in %d requests, reported%s" % (
-            server.name, workload, result["socket_errors"], result["requests"], where))
+        log("%s %s: %d socket error(s) in %d requests, reported" % (
+            server.name, workload, result["socket_errors"], result["requests"]))
     return result
 
 
