@@ -325,8 +325,10 @@ def measure(server, workload, db, args):
     result["db_cpu_us"] = (db.backends_cpu_seconds() - db_cpu) * 1e6 / requests
     result["proxy_cpu_us"] = (server.proxy_cpu_seconds() - proxy_cpu) * 1e6 / requests
     # Any answer but 2xx fails the run. A socket error (wrk's timeout, 5 s, nearly always) is
-    # counted and reported, and fails the run past one in 100,000 requests: through nginx on this
-    # shared machine both servers see a rare stall of seconds that no other measurement explains.
+    # counted and reported, and fails the run past one in 10,000 requests: with three server
+    # processes on this machine's two cores both servers see rare stalls of seconds (wrk's GET p99
+    # through nginx about 1 s for each in one run; a few requests nginx itself timed at 1 to 7 s
+    # waiting for the replica's answer, for each server), up to a few in 100,000 requests.
     # nginx's slow requests (its access log's, since the deployment started) are logged with it.
     where = ""
     if server.nginx:
@@ -336,7 +338,7 @@ def measure(server, workload, db, args):
             where = ("; nginx's access log so far: %d request(s) over 1 s, the longest %.3f s, the first: %s; "
                      "its error log: %s" % (slow, longest, " | ".join(lines), server.nginx.error_tail()))
             log("%s %s through nginx%s" % (server.name, workload, where))
-    if result["non2xx"] or result["socket_errors"] * 100_000 > result["requests"]:
+    if result["non2xx"] or result["socket_errors"] * 10_000 > result["requests"]:
         raise RuntimeError("%s %s: %d non-2xx answers, %d socket errors%s"
                            % (server.name, workload, result["non2xx"], result["socket_errors"], where))
     if result["socket_errors"]:
