@@ -132,6 +132,17 @@ def fanout_floor():
     return "\n".join(lines)
 
 
+def scheduling(value):
+    """How the kernel scheduled a run with PostgreSQL, for its caption (recorded since b76fce4;
+    none before): with autogroup on, PostgreSQL's backends waited for a core for up to seconds
+    (Benchmarks/lib/benchlib.py, one_scheduling_group)."""
+    if value is None:
+        return ""
+    if value in ("off", "turned off"):
+        return "autogroup scheduling off, "
+    return "autogroup scheduling **on** (PostgreSQL's backends may have waited seconds for a core), "
+
+
 def replica_writes():
     data = read("replica-writes.json")
     if data is None:
@@ -152,7 +163,8 @@ def replica_writes():
                      + (f" {statistics.median(run['batch'] for run in row['runs']):.1f} |" if batches else ""))
     lines += [
         "",
-        f"PostgreSQL with fsync {data['fsync']}, {data['books']:,} books, `wrk` with {data['connections']} "
+        f"PostgreSQL with fsync {data['fsync']}, {scheduling(data.get('autogroup'))}{data['books']:,} books, "
+        f"`wrk` with {data['connections']} "
         f"connections split between the replicas written through, {data['seconds']} s per run, medians of "
         f"{data['rounds']} rounds. " + source(data, "replica-writes.json"),
     ]
@@ -209,7 +221,8 @@ def postgres():
                                   f"{number(sum(run['requests'] for run in runs))} requests")
     lines += [
         "",
-        f"PostgreSQL with fsync {data['fsync']}, {data['books']:,} books, `wrk -t{data['threads']} "
+        f"PostgreSQL with fsync {data['fsync']}, {scheduling(data.get('autogroup'))}{data['books']:,} books, "
+        f"`wrk -t{data['threads']} "
         f"-c{data['connections']}` (through nginx when there are replicas), {data['seconds']} s per run after "
         f"{data['warmup']} s of warm-up, medians of {data['rounds']} rounds, the order of the servers flipped every "
         f"round. Ours ÷ comparator in each round: " + "; ".join(ratios) + ". "
@@ -380,7 +393,11 @@ def replicas_fanout(data):
             f"| {sum(r['missed'] for r in replicas)} | {min(p50):,.0f}–{max(p50):,.0f} / {min(p99):,.0f}–{max(p99):,.0f} / "
             f"{max(r['maxMs'] for r in replicas):,.0f} ms "
             f"| {cpu} s |")
-    lines += ["", "Each range is over the three generators (one per replica). " + source(data, "replicas-fanout.json")]
+    states = {run.get("autogroup") for run in data["runs"]}
+    kernel = scheduling(states.pop()).removesuffix(", ") if len(states) == 1 else ""
+    kernel = kernel[:1].upper() + kernel[1:] + ". " if kernel else ""
+    lines += ["", "Each range is over the three generators (one per replica). " + kernel
+              + source(data, "replicas-fanout.json")]
     return lines
 
 

@@ -328,13 +328,14 @@ def measure(server, workload, db, args):
     # counted and reported, and fails the run past one in 100,000 requests. (The stalls of seconds
     # seen through three replicas were PostgreSQL's backends waiting for a core under autogroup
     # scheduling, which the run turns off: benchlib.one_scheduling_group.) nginx's slow requests
-    # (its access log's, since the deployment started) are logged with it.
+    # (those its access log gained with this run and its warm-up) are logged with it.
     where = ""
     if server.nginx:
         slow, longest, lines = server.nginx.slow_requests(1.0)
         result["nginx_slow_requests"] = slow
         if slow or result["socket_errors"]:
-            where = ("; nginx's access log so far: %d request(s) over 1 s, the longest %.3f s, the first: %s; "
+            where = ("; nginx's access log of this run and its warm-up: %d request(s) over 1 s, the longest "
+                     "%.3f s, the first: %s; "
                      "its error log: %s" % (slow, longest, " | ".join(lines), server.nginx.error_tail()))
             log("%s %s through nginx%s" % (server.name, workload, where))
     if result["non2xx"] or result["socket_errors"] * 100_000 > result["requests"]:

@@ -56,6 +56,7 @@ cleanup() {
         if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
     done
     stop_postgres
+    [[ -n ${AUTOGROUP_WAS:-} ]] && echo "$AUTOGROUP_WAS" >"$AUTOGROUP" 2>/dev/null
     rm -rf "$WORK"
     exit "$status"
 }
@@ -82,6 +83,22 @@ start_postgres || { echo "could not start PostgreSQL" >&2; exit 1; }
 trap cleanup EXIT # start_postgres set its own EXIT trap; cleanup calls stop_postgres
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# The kernel's autogroup scheduling off while the replicas run (as root), back as it was after:
+# PostgreSQL puts every backend in a session of its own, and with autogroup on two busy cores a
+# backend woken with a query waited for a core for up to 1.3 s (Benchmarks/lib/benchlib.py,
+# one_scheduling_group).
+AUTOGROUP=/proc/sys/kernel/sched_autogroup_enabled
+AUTOGROUP_WAS=""
+if [[ -r $AUTOGROUP && $(cat "$AUTOGROUP") != 0 ]]; then
+    was=$(cat "$AUTOGROUP")
+    if echo 0 2>/dev/null >"$AUTOGROUP"; then
+        AUTOGROUP_WAS=$was
+        echo "== autogroup scheduling turned off for the run"
+    else
+        echo "warning: autogroup scheduling is on and cannot be turned off here (not root?)" >&2
+    fi
+fi
 echo "== PostgreSQL at $POSTGRES_URL"
 
 # ---- replicas --------------------------------------------------------------------------------
@@ -294,10 +311,11 @@ done
 # A passing run goes to Benchmarks/results/replicas-fanout.json beside the other sizes measured on
 # the same commit (Benchmarks/figures.py makes the README's table of it).
 if [[ $STATUS -eq 0 ]]; then
-    ROOT=$ROOT python3 - "$WORK/summary" "$N" "$R" <<'PY'
+    AUTOGROUP_STATE=$([[ -n $AUTOGROUP_WAS ]] && echo "turned off" || { [[ $(cat "$AUTOGROUP" 2>/dev/null) == 0 || ! -e $AUTOGROUP ]] && echo off || echo on; }) \
+        ROOT=$ROOT python3 - "$WORK/summary" "$N" "$R" <<'PY'
 import json, os, sys
 sys.path.insert(0, os.path.join(os.environ["ROOT"], "Benchmarks", "lib"))
-import benchlib
+import result_files
 summary, per_replica, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 replicas = []
 for line in open(summary):
@@ -308,14 +326,15 @@ for line in open(summary):
                      "rssWithKiB": int(after), "kibPerSubscriber": (int(after) - int(before)) / connected,
                      "cpuMs": float(cpu), "missed": int(result["missed"]), "p50Ms": float(result["p50"]),
                      "p99Ms": float(result["p99"]), "maxMs": float(result["max"])})
-path = os.path.join(benchlib.RESULTS, "replicas-fanout.json")
+path = os.path.join(result_files.RESULTS, "replicas-fanout.json")
 runs = []
 if os.path.exists(path):
     earlier = json.load(open(path))
-    if earlier.get("commit") == benchlib.commit():
+    if earlier.get("commit") == result_files.commit():
         runs = [run for run in earlier["runs"] if run["perReplica"] != per_replica]
-runs.append({"perReplica": per_replica, "rounds": rounds, "replicas": replicas})
-print("== results in " + benchlib.write_result("replicas-fanout", {"runs": sorted(runs, key=lambda run: run["perReplica"])}))
+runs.append({"perReplica": per_replica, "rounds": rounds, "autogroup": os.environ["AUTOGROUP_STATE"],
+             "replicas": replicas})
+print("== results in " + result_files.write_result("replicas-fanout", {"runs": sorted(runs, key=lambda run: run["perReplica"])}))
 PY
 fi
 exit "$STATUS"

@@ -1201,13 +1201,13 @@ def main():
         REPORT.note("one replica: no cross-replica latency to measure")
     if args.results and cross and same:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "Benchmarks", "lib"))
-        import benchlib
+        import result_files
 
         def summary(values):
             return {"samples": len(values), "p50Ms": round(percentile(values, 0.5), 1),
                     "p99Ms": round(percentile(values, 0.99), 1), "maxMs": round(max(values), 1)}
 
-        path = benchlib.write_result("replicas-latency", {
+        path = result_files.write_result("replicas-latency", {
             "seconds": args.seconds, "short": args.short, "failover": args.failover,
             "crossReplica": summary(cross), "sameReplica": summary(same),
             "acknowledgedWrites": sum(w.acknowledged for w in writers), "passed": REPORT.failed == 0})

@@ -102,6 +102,10 @@ static void send_uring(struct io_uring *ring, int index) {
             io_uring_submit(ring);
             pending -= reap(ring);
             sqe = io_uring_get_sqe(ring);
+            if (!sqe) {  /* cannot happen once the submit has emptied the queue; never write through NULL */
+                fprintf(stderr, "floor: io_uring submission queue still full after a submit\n");
+                exit(1);
+            }
         }
         io_uring_prep_send(sqe, subscribers[i], event_buf, (size_t)event_len, MSG_NOSIGNAL | MSG_DONTWAIT);
         pending++;

@@ -6,26 +6,26 @@ Standard library only; everything talks to 127.0.0.1.
 """
 
 import contextlib
-import datetime
-import json
 import os
-import platform
 import re
 import signal
 import socket
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # Benchmarks/
 ROOT = os.path.dirname(HERE)
-RESULTS = os.path.join(HERE, "results")
 sys.path.insert(0, os.path.join(ROOT, "scripts", "lib"))
 import harness  # noqa: E402
+import result_files  # noqa: E402
 # The one server starter (scripts/lib/harness.py): a process on a free port (`--port 0`, read
 # back from `listening on ...`), stopped with SIGTERM (or killed); its stderr is discarded
 # (library-server's access log is a line per request) unless `keep_errors`.
 Server = harness.Process
 running = harness.running
+# Result files (Benchmarks/lib/result_files.py, which has no import-time effects: scripts outside
+# Benchmarks/ write their results through it without taking the signal handlers below).
+RESULTS = result_files.RESULTS
+commit, machine, write_result = result_files.commit, result_files.machine, result_files.write_result
 
 
 def stop_all(*_):
@@ -114,30 +114,3 @@ def one_scheduling_group():
     finally:
         with open(AUTOGROUP, "w") as flag:
             flag.write(before)
-
-
-def commit():
-    """The short hash of the checked-out commit, with `+` when what is measured differs from it:
-    a tracked file changed other than Markdown and Benchmarks/results/ (which the runs themselves
-    rewrite, the README's tables included)."""
-    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    status = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                            capture_output=True, text=True)
-    changed = [line[3:] for line in status.stdout.splitlines()]
-    dirty = [path for path in changed if not path.endswith(".md") and not path.startswith("Benchmarks/results/")]
-    return head.stdout.strip() + ("+" if dirty else "")
-
-
-def machine():
-    return "%s, %d cores" % (platform.machine(), os.cpu_count() or 0)
-
-
-def write_result(name, data):
-    """Writes Benchmarks/results/NAME.json: `data` with the date, the commit and the machine."""
-    record = dict(data, date=datetime.date.today().isoformat(), commit=commit(), machine=machine())
-    os.makedirs(RESULTS, exist_ok=True)
-    path = os.path.join(RESULTS, name + ".json")
-    with open(path, "w") as out:
-        json.dump(record, out, indent=1, sort_keys=True)
-        out.write("\n")
-    return path

@@ -93,6 +93,7 @@ class Nginx:
 
     def __init__(self, directory, ports, ready_timeout=10):
         self.directory = directory
+        self.access_log_read = 0  # how far slow_requests has read the access log
         self.port = free_port()
         configure(directory, self.port, ports)
         command = [binary(), "-p", directory, "-e", os.path.join(directory, "error.log"),
@@ -135,15 +136,19 @@ class Nginx:
             return "(no error log)"
 
     def slow_requests(self, seconds, keep=3):
-        """The requests of its access log that took nginx longer than `seconds` (`rt=`, from reading
-        the request's first byte to sending the answer's last), the longest, and the first `keep`
-        of their lines (which replicas were tried, with their connect and response times): whether
-        a stall a client saw happened inside nginx and the replicas, or before nginx read the
-        request."""
+        """The requests its access log gained since the last call that took nginx longer than
+        `seconds` (`rt=`, from reading the request's first byte to sending the answer's last), the
+        longest of those, and the first `keep` of their lines (which replicas were tried, with their
+        connect and response times): whether a stall a client saw happened inside nginx and the
+        replicas, or before nginx read the request. Reads only what it has not read before."""
         slow, longest, lines = 0, 0.0, []
         try:
             with open(os.path.join(self.directory, "access.log"), "rb") as log:
+                log.seek(self.access_log_read)
                 for line in log:
+                    if not line.endswith(b"\n"):
+                        break  # being written: read it next time
+                    self.access_log_read += len(line)
                     match = re.search(rb" rt=([0-9.]+) ", line)
                     if match:
                         taken = float(match.group(1))
