@@ -66,10 +66,8 @@ def live():
     return read("live.md")
 
 
-def client_renders():
-    data = read("client-renders.json")
-    if data is None:
-        return None
+@from_result("client-renders.json")
+def client_renders(data):
     modes = {mode["mode"]: mode for mode in data["modes"]}
     labels = {
         "fields": "`fields`: this client (watches exactly the fields read)",
@@ -100,13 +98,11 @@ def client_renders():
         f"opened per mode: {', '.join(str(modes[n]['streamsOpened']) for n in labels)}; "
         f"{fields['titlesRendered']} of the {fields['titlesWritten']} titles written were rendered.",
     ]
-    return "\n".join(lines)
+    return lines
 
 
-def fanout_floor():
-    data = read("fanout-floor.json")
-    if data is None:
-        return None
+@from_result("fanout-floor.json")
+def fanout_floor(data):
     ours, floor = data["medians"]["ours"], data["medians"]["floor"]
     subscribers, changes = data["subscribers"], data["changes"]
     lines = [
@@ -129,7 +125,7 @@ def fanout_floor():
         + (f" The floor through io_uring ÷ with send(): p99 **{data['medians']['uring']['p99Ms'] / floor['p99Ms']:.2f}**, "
            f"CPU **{data['medians']['uring']['cpuMs'] / floor['cpuMs']:.2f}**." if "uring" in data["medians"] else ""),
     ]
-    return "\n".join(lines)
+    return lines
 
 
 def scheduling(value):
@@ -143,10 +139,8 @@ def scheduling(value):
     return "autogroup scheduling **on** (PostgreSQL's backends may have waited seconds for a core), "
 
 
-def replica_writes():
-    data = read("replica-writes.json")
-    if data is None:
-        return None
+@from_result("replica-writes.json")
+def replica_writes(data):
     rows = data["rows"]
     base = rows[0]["rps"]
     # Writes per transaction: recorded since commit 918accd; older results have none.
@@ -172,13 +166,11 @@ def replica_writes():
     if memory:
         lines += ["", "The largest replica's anonymous RSS after each run, in order: "
                   + ", ".join(f"{value:.0f}" for value in memory) + " MiB."]
-    return "\n".join(lines)
+    return lines
 
 
-def postgres():
-    data = read("postgres.json")
-    if data is None:
-        return None
+@from_result("postgres.json")
+def postgres(data):
     ours, theirs = "library-server", "hummingbird-postgres"
     labels = {"get": "GET /books/{id}", "patch": "PATCH /books/{id}"}
     lines = [
@@ -229,7 +221,7 @@ def postgres():
         + ("Socket errors (`wrk`'s 5 s timeout): " + "; ".join(errors) + ". " if errors else "")
         + source(data, "postgres.json"),
     ]
-    return "\n".join(lines)
+    return lines
 
 
 def live_collection():
@@ -252,10 +244,8 @@ def live_collection():
             f"same run: **{ratio:.2f}** (the goal is at most 1.10). " + floor + source(data, "live-collection.json"))
 
 
-def memory():
-    data = read("memory.json")
-    if data is None:
-        return None
+@from_result("memory.json")
+def memory(data):
     samples = data["samples"]
     picks = sorted({0, len(samples) // 4, len(samples) // 2, 3 * len(samples) // 4, len(samples) - 1})
     lines = [
@@ -283,30 +273,24 @@ def memory():
         f"{data['sqlite_last_mib']:.1f} MiB at the end, and the server's own heap (RssAnon less SQLite's) "
         f"{data['own_heap_third_quarter_median_mib']:.1f} → {data['own_heap_last_quarter_median_mib']:.1f} MiB "
         f"({data['last_half_growth_mib']:+.1f} MiB, slope {data['last_half_slope_mib_per_min']:+.2f} MiB/min). "
-        + (f"The verdict is on the two levels that heap swings between (the 100,000 members' models are let go "
-           f"whenever every library subscriber has left, and loaded again by the next): its lowest sample, no "
-           f"model loaded, {data['own_heap_third_quarter_lowest_mib']:.1f} → "
-           f"{data['own_heap_last_quarter_lowest_mib']:.1f} MiB, and its upper quartile, the models loaded, "
-           f"{data['own_heap_third_quarter_upper_quartile_mib']:.1f} → "
-           f"{data['own_heap_last_quarter_upper_quartile_mib']:.1f} MiB (each at most "
-           f"{data['allowed_growth_mib']:.1f} MiB more is flat): {verdict}. "
-           if "own_heap_third_quarter_lowest_mib" in data
-           else f"At most {data['allowed_growth_mib']:.1f} MiB more is flat: {verdict}. ")
-        + (f"What the server holds, malloc's bytes in use less SQLite's, at the same two levels: lowest "
-           f"{data['held_third_quarter_lowest_mib']:.1f} → {data['held_last_quarter_lowest_mib']:.1f} MiB, upper "
-           f"quartile {data['held_third_quarter_upper_quartile_mib']:.1f} → "
-           f"{data['held_last_quarter_upper_quartile_mib']:.1f} MiB; " if "held_third_quarter_lowest_mib" in data
-           else "What the server holds, malloc's bytes in use less SQLite's: ")
-        + (f"{'its medians ' if 'held_third_quarter_lowest_mib' in data else ''}"
-           f"{data['live_heap_third_quarter_median_mib']:.1f} → {data['live_heap_last_quarter_median_mib']:.1f} MiB; "
-           f"malloc's free pool (freed chunks kept for reuse, mostly given back to the system by the heap "
-           f"trimmer) at most {data['malloc_free_max_mib']:.0f} MiB. " if "live_heap_third_quarter_median_mib" in data
-           else "")
+        + f"The verdict is on the two levels that heap swings between (the 100,000 members' models are let go "
+        f"whenever every library subscriber has left, and loaded again by the next): its lowest sample, no model "
+        f"loaded, {data['own_heap_third_quarter_lowest_mib']:.1f} → {data['own_heap_last_quarter_lowest_mib']:.1f} "
+        f"MiB, and its upper quartile, the models loaded, {data['own_heap_third_quarter_upper_quartile_mib']:.1f} → "
+        f"{data['own_heap_last_quarter_upper_quartile_mib']:.1f} MiB (each at most "
+        f"{data['allowed_growth_mib']:.1f} MiB more is flat): {verdict}. "
+        f"What the server holds, malloc's bytes in use less SQLite's, at the same two levels: lowest "
+        f"{data['held_third_quarter_lowest_mib']:.1f} → {data['held_last_quarter_lowest_mib']:.1f} MiB, upper "
+        f"quartile {data['held_third_quarter_upper_quartile_mib']:.1f} → "
+        f"{data['held_last_quarter_upper_quartile_mib']:.1f} MiB; its medians "
+        f"{data['live_heap_third_quarter_median_mib']:.1f} → {data['live_heap_last_quarter_median_mib']:.1f} MiB; "
+        f"malloc's free pool (freed chunks kept for reuse, mostly given back to the system by the heap "
+        f"trimmer) at most {data['malloc_free_max_mib']:.0f} MiB. "
         + f"The heap's peak, "
         f"{data['rss_anon_max_mib']:.0f} MiB, came with several whole-library snapshots in flight. "
         + source(data, "memory.json"),
     ]
-    return "\n".join(lines)
+    return lines
 
 
 @from_result("results.json")
