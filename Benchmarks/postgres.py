@@ -314,10 +314,39 @@ class Deployment:
             server.stop()
 
 
+def replicas_slow_requests(server, seconds=1.0):
+    """How many requests the processes of `server` timed themselves at over `seconds` so far, from
+    a parsed request to its response (library-server's `library_http_request_duration_seconds`,
+    every route; `seconds` one of its bucket bounds), summed; None for a server without it (the
+    comparator). Beside nginx's times, it tells a wait inside a replica from one before it."""
+    import http.client
+    total = 0
+    for process in server.servers:
+        connection = http.client.HTTPConnection("127.0.0.1", process.port, timeout=10)
+        try:
+            connection.request("GET", "/metrics", headers={"Host": "127.0.0.1"})
+            response = connection.getresponse()
+            text = response.read().decode("utf-8", "replace")
+        finally:
+            connection.close()
+        if response.status != 200:
+            return None
+        buckets = {}
+        for match in re.finditer(r'^library_http_request_duration_seconds_bucket\{route="([^"]*)",le="([^"]+)"\} (\d+)$',
+                                 text, re.M):
+            buckets[(match.group(1), match.group(2))] = int(match.group(3))
+        bound = str(float(seconds))
+        for (route, le), count in buckets.items():
+            if le == "+Inf":
+                total += count - buckets.get((route, bound), count)
+    return total
+
+
 def measure(server, workload, db, args):
     db.psql("VACUUM books")  # neither server inherits the other's dead rows
     if args.warmup > 0:
         wrk(server.port, workload, args.warmup, args)
+    slow_before = replicas_slow_requests(server)
     cpu, db_cpu, proxy_cpu = server.cpu_seconds(), db.backends_cpu_seconds(), server.proxy_cpu_seconds()
     result = wrk(server.port, workload, args.seconds, args)
     requests = max(result["requests"], 1)
@@ -330,14 +359,21 @@ def measure(server, workload, db, args):
     # scheduling, which the run turns off: benchlib.one_scheduling_group.) nginx's slow requests
     # (those its access log gained with this run and its warm-up) are logged with it.
     where = ""
+    slow_after = replicas_slow_requests(server)
+    if slow_before is not None and slow_after is not None:
+        result["replica_slow_requests"] = slow_after - slow_before
+        if result["replica_slow_requests"] or result["socket_errors"]:
+            where = "; the server's processes timed %d request(s) of this run at over 1 s themselves" % (
+                result["replica_slow_requests"])
     if server.nginx:
         slow, longest, lines = server.nginx.slow_requests(1.0)
         result["nginx_slow_requests"] = slow
         if slow or result["socket_errors"]:
-            where = ("; nginx's access log of this run and its warm-up: %d request(s) over 1 s, the longest "
-                     "%.3f s, the first: %s; "
-                     "its error log: %s" % (slow, longest, " | ".join(lines), server.nginx.error_tail()))
-            log("%s %s through nginx%s" % (server.name, workload, where))
+            where += ("; nginx's access log of this run and its warm-up: %d request(s) over 1 s, the longest "
+                      "%.3f s, the first: %s; its error log: %s"
+                      % (slow, longest, " | ".join(lines), server.nginx.error_tail()))
+    if where:
+        log("%s %s%s" % (server.name, workload, where))
     if result["non2xx"] or result["socket_errors"] * 100_000 > result["requests"]:
         raise RuntimeError("%s %s: %d non-2xx answers, %d socket errors%s"
                            % (server.name, workload, result["non2xx"], result["socket_errors"], where))
