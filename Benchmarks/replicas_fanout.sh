@@ -89,13 +89,15 @@ trap 'exit 143' TERM
 # backend woken with a query waited for a core for up to 1.3 s (Benchmarks/lib/benchlib.py,
 # one_scheduling_group).
 AUTOGROUP=/proc/sys/kernel/sched_autogroup_enabled
-AUTOGROUP_WAS=""
+AUTOGROUP_WAS=""     # the value to put back at exit, when this script changed it
+AUTOGROUP_STATE=off  # what the run had, for the result file (as benchlib.one_scheduling_group says it)
 if [[ -r $AUTOGROUP && $(cat "$AUTOGROUP") != 0 ]]; then
     was=$(cat "$AUTOGROUP")
     if echo 0 2>/dev/null >"$AUTOGROUP"; then
-        AUTOGROUP_WAS=$was
+        AUTOGROUP_WAS=$was AUTOGROUP_STATE="turned off"
         echo "== autogroup scheduling turned off for the run"
     else
+        AUTOGROUP_STATE=on
         echo "warning: autogroup scheduling is on and cannot be turned off here (not root?)" >&2
     fi
 fi
@@ -311,8 +313,7 @@ done
 # A passing run goes to Benchmarks/results/replicas-fanout.json beside the other sizes measured on
 # the same commit (Benchmarks/figures.py makes the README's table of it).
 if [[ $STATUS -eq 0 ]]; then
-    AUTOGROUP_STATE=$([[ -n $AUTOGROUP_WAS ]] && echo "turned off" || { [[ $(cat "$AUTOGROUP" 2>/dev/null) == 0 || ! -e $AUTOGROUP ]] && echo off || echo on; }) \
-        ROOT=$ROOT python3 - "$WORK/summary" "$N" "$R" <<'PY'
+    AUTOGROUP_STATE=$AUTOGROUP_STATE ROOT=$ROOT python3 - "$WORK/summary" "$N" "$R" <<'PY'
 import json, os, sys
 sys.path.insert(0, os.path.join(os.environ["ROOT"], "Benchmarks", "lib"))
 import result_files
