@@ -14,7 +14,7 @@ Blocks: `benchmark` (bench.py: results.md and chart.svg), `live` (live.py: live.
 `client-renders` (client-renders.sh), `fanout-floor` (fanout-floor.sh), `replica-writes`
 (postgres.py --replica-writes), `postgres` (postgres.py), `observe-collections` (bench.py's
 over-observation step: results.json), `watches` (watches.py), `profile-get` (profile_get.py),
-`replicas-fanout` (replicas_fanout.sh), `replicas-latency` (scripts/replicas.sh --short -- --results). A block whose result file is missing is left as it is.
+`profile-join` (profile_join.py), `replicas-fanout` (replicas_fanout.sh), `replicas-latency` (scripts/replicas.sh --short -- --results). A block whose result file is missing is left as it is.
 """
 
 import argparse
@@ -358,6 +358,27 @@ def profile_get(data):
     return lines
 
 
+@from_result("profile-join.json")
+def profile_join(data):
+    middle = data["median"]
+    lines = ["| part of the first join | CPU | ran (from connecting) | of a core meanwhile | most self time in |",
+             "|---|---:|---|---:|---|"]
+    for part in middle["parts"]:
+        top = ", ".join(f"`{symbol.replace('|', '/')}` {share:.1f} %" for share, symbol in part["top"][:3])
+        lines.append(f"| {part['part']} | {part['cpu_s']:.2f} s | {part['first_s']:.2f} → {part['last_s']:.2f} s "
+                     f"| {100 * part['busy']:.0f} % | {top} |")
+    joins = ", ".join(f"{value:.2f}" for value in data["joins_s"])
+    lines += [
+        "",
+        f"The first subscriber of {data['books']:,} books, `books.title`, on a fresh server each round: the round "
+        f"whose join took the median time, {middle['join_s']:.2f} s (rounds: {joins} s), with {middle['cpu_s']:.2f} s "
+        f"of the server's CPU, at least {middle['cpu_s'] / data['cores']:.2f} s on {data['cores']} cores however "
+        f"it overlapped; `perf record` at {data['frequency']} Hz, each sample to the part its call chain is in "
+        f"(`Benchmarks/profile_join.py`). " + source(data, "profile-join.json"),
+    ]
+    return lines
+
+
 @from_result("replicas-fanout.json")
 def replicas_fanout(data):
     lines = [
@@ -408,6 +429,7 @@ BLOCKS = {
     "observe-collections": observe_collections,
     "watches": watches,
     "profile-get": profile_get,
+    "profile-join": profile_join,
     "replicas-fanout": replicas_fanout,
     "replicas-latency": replicas_latency,
 }

@@ -35,6 +35,11 @@ done
 failed=0
 # The README's benchmark tables are the result files' (Benchmarks/figures.py wrote them).
 python3 "$HERE/figures.py" --check || { echo "FAIL: figures.py --check" >&2; failed=1; }
+# Every benchmark script parses, those this smoke run does not start included (profile_*.py need
+# perf, postgres.py PostgreSQL and the comparators).
+python3 -c 'import ast, sys
+for path in sys.argv[1:]:
+    ast.parse(open(path).read(), path)' "$HERE"/*.py "$HERE"/lib/*.py || { echo "FAIL: a benchmark script does not parse" >&2; failed=1; }
 for workload in get list post patch mix; do
     line=$(BENCH_LUA="$HERE/wrk" BOOKS=1200 LIBRARIES=12 \
         timeout 30 wrk -t1 -c4 -d1s -s "$HERE/wrk/$workload.lua" "http://127.0.0.1:$PORT" | grep '^RESULT ')
