@@ -77,10 +77,15 @@ def join(port):
 
 
 def samples(data, began, ended):
-    """(thread, seconds from `began`, the part its call chain tells or None, "dso symbol" of the
-    function on top) of each sample taken between `began` and `ended`."""
+    """The samples of `perf record -g` output `data` taken between `began` and `ended` (`parse`)."""
     script = subprocess.run(["perf", "script", "-i", data, "-F", "tid,time,ip,sym,dso"], check=True,
                             capture_output=True, text=True, timeout=600).stdout
+    return parse(script, began, ended)
+
+
+def parse(script, began, ended):
+    """(thread, seconds from `began`, the part its call chain tells or None, "dso symbol" of the
+    function on top) of each sample of `perf script` output taken between `began` and `ended`."""
     found = []
     for block in script.split("\n\n"):
         lines = block.strip("\n").splitlines()

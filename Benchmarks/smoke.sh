@@ -40,6 +40,8 @@ python3 "$HERE/figures.py" --check || { echo "FAIL: figures.py --check" >&2; fai
 python3 -c 'import ast, sys
 for path in sys.argv[1:]:
     ast.parse(open(path).read(), path)' "$HERE"/*.py "$HERE"/lib/*.py || { echo "FAIL: a benchmark script does not parse" >&2; failed=1; }
+# The tools' own tests (figures.py's blocks, profile_join.py's attribution of samples).
+python3 -m unittest discover -s "$HERE/tests" || { echo "FAIL: Benchmarks/tests" >&2; failed=1; }
 for workload in get list post patch mix; do
     line=$(BENCH_LUA="$HERE/wrk" BOOKS=1200 LIBRARIES=12 \
         timeout 30 wrk -t1 -c4 -d1s -s "$HERE/wrk/$workload.lua" "http://127.0.0.1:$PORT" | grep '^RESULT ')

@@ -1,0 +1,111 @@
+"""Tests of the benchmarks' own tools that need no server: figures.py's blocks and profile_join.py's
+attribution of samples. Run by Benchmarks/smoke.sh (`python3 -m unittest discover -s Benchmarks/tests`)."""
+
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # Benchmarks/
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "lib"))
+import figures  # noqa: E402
+import profile_join  # noqa: E402
+
+PROFILE_JOIN = {
+    "books": 1000, "rounds": 3, "cores": 2, "frequency": 999, "joins_s": [1.2, 1.3, 2.5], "cpus_s": [2.0, 2.1, 3.6],
+    "commit": "abc1234", "date": "2026-11-28", "machine": "x86_64, 2 cores",
+    "median": {"join_s": 1.3, "cpu_s": 2.1, "parts": [
+        {"part": "read", "cpu_s": 0.97, "first_s": 0.0, "last_s": 0.98, "busy": 0.99, "of_join": 0.75,
+         "top": [[6.1, "sqlite3VdbeExec"], [5.0, "a|b"]]},
+        {"part": "rest", "cpu_s": 0.07, "first_s": 1.1, "last_s": 1.3, "busy": 0.35, "of_join": 0.05, "top": []},
+    ]},
+}
+
+
+class Blocks(unittest.TestCase):
+    def setUp(self):
+        self.results = tempfile.TemporaryDirectory()
+        self.saved = figures.RESULTS
+        figures.RESULTS = self.results.name
+
+    def tearDown(self):
+        figures.RESULTS = self.saved
+        self.results.cleanup()
+
+    def write(self, name, data):
+        with open(os.path.join(self.results.name, name), "w") as file:
+            json.dump(data, file)
+
+    def test_a_block_is_made_from_its_result_file(self):
+        self.write("profile-join.json", PROFILE_JOIN)
+        content = "before\n<!-- profile-join:begin -->\nold text\n<!-- profile-join:end -->\nafter\n"
+        rendered, _ = figures.render(content)
+        self.assertNotIn("old text", rendered)
+        self.assertTrue(rendered.startswith("before\n<!-- profile-join:begin -->\n| part of the first join |"))
+        self.assertTrue(rendered.endswith("<!-- profile-join:end -->\nafter\n"))
+        self.assertIn("| read | 0.97 s | 0.00 → 0.98 s | 99 % | `sqlite3VdbeExec` 6.1 %, `a/b` 5.0 % |", rendered)
+        self.assertIn("(rounds: 1.20, 1.30, 2.50 s)", rendered)
+        self.assertIn("at least 1.05 s on 2 cores", rendered)
+        self.assertIn("Commit abc1234, 2026-11-28", rendered)
+        # Made again, the text is the same: what --check compares.
+        self.assertEqual(figures.render(rendered)[0], rendered)
+
+    def test_a_block_without_its_result_file_is_left_as_it_is(self):
+        content = "<!-- profile-join:begin -->\nkept\n<!-- profile-join:end -->\n"
+        rendered, missing = figures.render(content)
+        self.assertEqual(rendered, content)
+        self.assertIn("memory", missing)
+        self.assertNotIn("profile-join", missing)
+
+    def test_every_block_is_named_in_the_readme(self):
+        with open(figures.README) as file:
+            _, missing = figures.render(file.read())
+        self.assertEqual(missing, [])
+
+    def test_scheduling_captions(self):
+        self.assertEqual(figures.scheduling(None), "")
+        self.assertEqual(figures.scheduling("off"), "autogroup scheduling off, ")
+        self.assertIn("**on**", figures.scheduling("on"))
+
+
+SCRIPT = """\
+  101 100.010000:
+\t    1111 sqlite3VdbeExec (/usr/lib/x86_64-linux-gnu/libsqlite3.so.0.8.6)
+
+  102 100.020000:
+\t    2222 $s10LiveEngine13LoadedMembersC3addyyF (/app/library-server)
+\t    3333 start_thread (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+  102 100.030000:
+\t    4444 exc_page_fault ([kernel.kallsyms])
+
+  103 100.040000:
+\t    5555 tcp_sendmsg ([kernel.kallsyms])
+
+  101 100.500000:
+\t    6666 malloc (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+  104 99.000000:
+\t    7777 sqlite3VdbeExec (/usr/lib/x86_64-linux-gnu/libsqlite3.so.0.8.6)
+"""
+
+
+class Attribution(unittest.TestCase):
+    def test_samples_go_to_the_part_their_call_chain_or_their_thread_is_in(self):
+        found = profile_join.parse(SCRIPT, 100.0, 101.0)
+        self.assertEqual([(tid, part) for tid, _, part, _ in found],
+                         [(101, "read"), (102, "models"), (102, None), (103, None), (101, None)])
+        self.assertAlmostEqual(found[0][1], 0.01)
+        self.assertEqual(found[1][3], "library-server $s10LiveEngine13LoadedMembersC3addyyF")
+        grouped = profile_join.parts(found)
+        # The page fault is its thread's in the same 50 ms (the models'); the send and the malloc
+        # 0.5 s after its thread's last telling sample tell nothing: the rest.
+        self.assertEqual(len(grouped["read"]), 1)
+        self.assertEqual(len(grouped["models"]), 2)
+        self.assertEqual(len(grouped["rest"]), 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
