@@ -135,8 +135,13 @@ def scheduling(value):
     if value is None:
         return ""
     if value in ("off", "turned off"):
-        return "autogroup scheduling off, "
-    return "autogroup scheduling **on** (PostgreSQL's backends may have waited seconds for a core), "
+        return "autogroup scheduling off"
+    return "autogroup scheduling **on** (PostgreSQL's backends may have waited seconds for a core)"
+
+
+def clause(text):
+    """`text` as a clause of a caption's list: followed by a comma, or nothing when empty."""
+    return text + ", " if text else ""
 
 
 @from_result("replica-writes.json")
@@ -157,7 +162,7 @@ def replica_writes(data):
                      + (f" {statistics.median(run['batch'] for run in row['runs']):.1f} |" if batches else ""))
     lines += [
         "",
-        f"PostgreSQL with fsync {data['fsync']}, {scheduling(data.get('autogroup'))}{data['books']:,} books, "
+        f"PostgreSQL with fsync {data['fsync']}, {clause(scheduling(data.get('autogroup')))}{data['books']:,} books, "
         f"`wrk` with {data['connections']} "
         f"connections split between the replicas written through, {data['seconds']} s per run, medians of "
         f"{data['rounds']} rounds. " + source(data, "replica-writes.json"),
@@ -213,7 +218,7 @@ def postgres(data):
                                   f"{number(sum(run['requests'] for run in runs))} requests")
     lines += [
         "",
-        f"PostgreSQL with fsync {data['fsync']}, {scheduling(data.get('autogroup'))}{data['books']:,} books, "
+        f"PostgreSQL with fsync {data['fsync']}, {clause(scheduling(data.get('autogroup')))}{data['books']:,} books, "
         f"`wrk -t{data['threads']} "
         f"-c{data['connections']}` (through nginx when there are replicas), {data['seconds']} s per run after "
         f"{data['warmup']} s of warm-up, medians of {data['rounds']} rounds, the order of the servers flipped every "
@@ -399,7 +404,7 @@ def replicas_fanout(data):
             f"{max(r['maxMs'] for r in replicas):,.0f} ms "
             f"| {cpu} s |")
     states = {run.get("autogroup") for run in data["runs"]}
-    kernel = scheduling(states.pop()).removesuffix(", ") if len(states) == 1 else ""
+    kernel = scheduling(states.pop()) if len(states) == 1 else ""
     kernel = kernel[:1].upper() + kernel[1:] + ". " if kernel else ""
     lines += ["", "Each range is over the three generators (one per replica). " + kernel
               + source(data, "replicas-fanout.json")]

@@ -66,8 +66,10 @@ class Blocks(unittest.TestCase):
 
     def test_scheduling_captions(self):
         self.assertEqual(figures.scheduling(None), "")
-        self.assertEqual(figures.scheduling("off"), "autogroup scheduling off, ")
+        self.assertEqual(figures.scheduling("off"), "autogroup scheduling off")
         self.assertIn("**on**", figures.scheduling("on"))
+        self.assertEqual(figures.clause(figures.scheduling("off")), "autogroup scheduling off, ")
+        self.assertEqual(figures.clause(figures.scheduling(None)), "")
 
 
 SCRIPT = """\
