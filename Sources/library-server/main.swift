@@ -19,18 +19,19 @@ pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
 // a thread's heap; the SQLite writer's thread frees about that much after every commit, so it paid
 // a system call per transaction to take the memory back on the next one. Keep up to 32 MiB.
 csys_malloc_trim_threshold(32 << 20)
-// glibc gives a thread an arena of its own at its first allocation while there are fewer than
-// M_ARENA_MAX, and a thread after that one of the existing ones in turn, for good; two threads on
-// one arena take turns at its lock. A library's load reads its members on one dispatch thread and
-// makes their models on another, both allocating millions of times a second; when those two had
-// one arena, each allocation waited on the other's (`perf`: a third of both threads' time in
-// `__lll_lock_wait_private` and the futex wake), and the load took twice as long: with two arenas
-// per core, 2 of 8 first joins of a million members took 2.45 s against 1.24 to 1.31 s (fresh
-// servers, alternating with the build below). Eight per core, glibc's own default, is more than this
-// server's threads (about ten): 0 of 14 slow, 1.25 to 1.30 s (`Benchmarks/profile_join.py` times
-// the load's parts). The heap trimmer gives back what lies free in every arena, so more arenas
-// hold more address space, not more resident memory (`Benchmarks/memory.py`).
-csys_malloc_arena_max(Int32(max(2, ProcessInfo.processInfo.activeProcessorCount) * 8))
+// glibc gives each thread that contends for the heap an arena of its own, up to 8 per core; every
+// thread the dispatch queues start (snapshot pages, replays) can take one, and each arena keeps
+// what was freed in it for its own reuse. Over a five-minute run of 100,000-member snapshots that
+// kept 1.7 GB of address space free across arenas (`Benchmarks/memory.py`; under 400 MiB with one
+// arena per core, heap in use the same; the heap trimmer now gives back what lies free, in every
+// arena). One arena per core was too few: a library's load, whose reader makes a million records
+// while another thread makes their models, then often shared one arena, and its lock (a futex
+// wait and wake per contended call) took a quarter of the CPU and doubled the load (first joins
+// of 1,000,000 books between 1.4 and 3.0 s, against 1.3 to 1.5 s with two per core). Four per
+// core were too many: under 10,000 writes/s to a watched million-book library the PATCH-to-event
+// p99 went from about 50 ms to 190-350 ms (`Benchmarks/live.py --sizes 1000000`, two runs each).
+// Two per core.
+csys_malloc_arena_max(Int32(max(2, ProcessInfo.processInfo.activeProcessorCount) * 2))
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("library-server: \(message)\n".utf8))
