@@ -30,7 +30,12 @@ csys_malloc_trim_threshold(32 << 20)
 // of 1,000,000 books between 1.4 and 3.0 s, against 1.3 to 1.5 s with two per core). Four per
 // core were too many: under 10,000 writes/s to a watched million-book library the PATCH-to-event
 // p99 went from about 50 ms to 190-350 ms (`Benchmarks/live.py --sizes 1000000`, two runs each).
-// Two per core.
+// Two per core. With two per core the load's two threads still get one arena between them now and
+// then, and that load takes twice as long (2 of 8 first joins of a million members 2.45 s against
+// 1.24 to 1.31 s; `perf` in those: a third of both threads waiting on the arena's lock,
+// `__lll_lock_wait_private`; `Benchmarks/profile_join.py`). Eight per core removed the slow loads
+// (0 of 14) and doubled the PATCH-to-event p99 under writes at 100,000 books (27.8 and 18.8 ms
+// against 12.6 and 12.3 ms, alternating `Benchmarks/live.py --sizes 100000` runs of the two).
 csys_malloc_arena_max(Int32(max(2, ProcessInfo.processInfo.activeProcessorCount) * 2))
 
 func fail(_ message: String) -> Never {
