@@ -65,7 +65,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
-from benchlib import Server, metric, one_scheduling_group, running, write_result  # noqa: E402
+from benchlib import Server, metric, metrics_page, one_scheduling_group, running, slower_than, write_result  # noqa: E402
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "scripts", "lib"))
 from nginx import Nginx  # noqa: E402
@@ -319,26 +319,12 @@ def replicas_slow_requests(server, seconds=1.0):
     a parsed request to its response (library-server's `library_http_request_duration_seconds`,
     every route; `seconds` one of its bucket bounds), summed; None for a server without it (the
     comparator). Beside nginx's times, it tells a wait inside a replica from one before it."""
-    import http.client
     total = 0
     for process in server.servers:
-        connection = http.client.HTTPConnection("127.0.0.1", process.port, timeout=10)
-        try:
-            connection.request("GET", "/metrics", headers={"Host": "127.0.0.1"})
-            response = connection.getresponse()
-            text = response.read().decode("utf-8", "replace")
-        finally:
-            connection.close()
-        if response.status != 200:
+        status, text = metrics_page(process.port)
+        if status != 200:
             return None
-        buckets = {}
-        for match in re.finditer(r'^library_http_request_duration_seconds_bucket\{route="([^"]*)",le="([^"]+)"\} (\d+)$',
-                                 text, re.M):
-            buckets[(match.group(1), match.group(2))] = int(match.group(3))
-        bound = str(float(seconds))
-        for (route, le), count in buckets.items():
-            if le == "+Inf":
-                total += count - buckets.get((route, bound), count)
+        total += slower_than(text, "library_http_request_duration_seconds", seconds)
     return total
 
 

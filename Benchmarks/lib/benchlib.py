@@ -48,8 +48,8 @@ dechunk = harness.unchunk
 event_fields = harness.event_fields
 
 
-def metrics(port, *names):
-    """The values of `names` in one read of `/metrics` (0 for one it does not have)."""
+def metrics_page(port):
+    """One read of `/metrics`: (the HTTP status, the text)."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
         connection.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         data = b""
@@ -58,11 +58,48 @@ def metrics(port, *names):
             if not chunk:
                 break
             data += chunk
-    values = []
-    for name in names:
-        match = re.search((r"^%s(?:\{[^}]*\})? (\d+)" % name).encode(), data, re.M)
-        values.append(int(match.group(1)) if match else 0)
-    return values
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = re.match(rb"HTTP/1\.1 (\d{3})", head)
+    return (int(status.group(1)) if status else 0), body.decode("utf-8", "replace")
+
+
+def metrics(port, *names):
+    """The values of `names` in one read of `/metrics` (`values`)."""
+    return values(metrics_page(port)[1], *names)
+
+
+def values(text, *names):
+    """The values of `names` in a `/metrics` text (0 for one it does not have; of a labelled
+    metric, its first series)."""
+    parsed = harness.parse_metrics(text)
+    return [int(next((value for key, value in parsed.items() if key.partition("{")[0] == name), 0))
+            for name in names]
+
+
+def series(text, name):
+    """Every series of the metric `name` in a `/metrics` text (`harness.parse_metrics`, the one
+    reader of it): {((label, value), ...): number}."""
+    found = {}
+    for key, value in harness.parse_metrics(text).items():
+        metric, _, labels = key.partition("{")
+        if metric == name:
+            found[tuple(re.findall(r'(\w+)="([^"]*)"', labels))] = value
+    return found
+
+
+def slower_than(text, histogram, seconds):
+    """How many observations of `histogram` (every series, summed) took over `seconds`, which must
+    be one of its bucket bounds: each series' `+Inf` bucket less its bucket at that bound (none
+    when the histogram has no such bound)."""
+    buckets = {tuple(sorted(labels)): count for labels, count in series(text, histogram + "_bucket").items()}
+    bound = repr(float(seconds))
+    total = 0
+    for labels, count in buckets.items():
+        rest = dict(labels)
+        if rest.pop("le", None) != "+Inf":
+            continue
+        total += int(count - buckets.get(tuple(sorted(dict(rest, le=bound).items())), count))
+    return total
 
 
 def metric(port, name):

@@ -1,5 +1,6 @@
-"""Tests of the benchmarks' own tools that need no server: figures.py's blocks and profile_join.py's
-attribution of samples. Run by Benchmarks/smoke.sh (`python3 -m unittest discover -s Benchmarks/tests`)."""
+"""Tests of the benchmarks' own tools that need no server: figures.py's blocks, profile_join.py's
+attribution of samples, and benchlib's reading of `/metrics` text. Run by Benchmarks/smoke.sh
+(`python3 -m unittest discover -s Benchmarks/tests`)."""
 
 import json
 import os
@@ -10,6 +11,7 @@ import unittest
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # Benchmarks/
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "lib"))
+import benchlib  # noqa: E402
 import figures  # noqa: E402
 import profile_join  # noqa: E402
 
@@ -107,6 +109,38 @@ class Attribution(unittest.TestCase):
         self.assertEqual(len(grouped["read"]), 1)
         self.assertEqual(len(grouped["models"]), 2)
         self.assertEqual(len(grouped["rest"]), 2)
+
+
+# As library-server's /metrics writes a histogram (Sources/LibraryAPI/Observability/Metrics.swift).
+METRICS = """\
+# TYPE library_http_request_duration_seconds histogram
+library_http_request_duration_seconds_bucket{route="/books/{id}",le="0.00025"} 7
+library_http_request_duration_seconds_bucket{route="/books/{id}",le="1.0"} 9
+library_http_request_duration_seconds_bucket{route="/books/{id}",le="+Inf"} 12
+library_http_request_duration_seconds_sum{route="/books/{id}"} 9.5
+library_http_request_duration_seconds_count{route="/books/{id}"} 12
+library_http_request_duration_seconds_bucket{route="/libraries",le="0.00025"} 3
+library_http_request_duration_seconds_bucket{route="/libraries",le="1.0"} 4
+library_http_request_duration_seconds_bucket{route="/libraries",le="+Inf"} 5
+library_heap_in_use_bytes 1714064
+"""
+
+
+class Metrics(unittest.TestCase):
+    def test_series_are_read_with_their_labels(self):
+        found = benchlib.series(METRICS, "library_http_request_duration_seconds_bucket")
+        self.assertEqual(len(found), 6)
+        self.assertEqual(found[(("route", "/libraries"), ("le", "+Inf"))], 5)
+        self.assertEqual(benchlib.series(METRICS, "library_heap_in_use_bytes"), {(): 1714064})
+        self.assertEqual(benchlib.values(METRICS, "library_heap_in_use_bytes", "library_http_request_duration_seconds_count",
+                                         "library_none"), [1714064, 12, 0])
+
+    def test_observations_past_a_bound_are_summed_over_every_series(self):
+        histogram = "library_http_request_duration_seconds"
+        self.assertEqual(benchlib.slower_than(METRICS, histogram, 1.0), 3 + 1)
+        self.assertEqual(benchlib.slower_than(METRICS, histogram, 0.00025), 5 + 2)
+        self.assertEqual(benchlib.slower_than(METRICS, histogram, 2.0), 0)  # no such bound: none counted
+        self.assertEqual(benchlib.slower_than(METRICS, "library_none", 1.0), 0)
 
 
 if __name__ == "__main__":
