@@ -56,7 +56,7 @@ cleanup() {
         if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
     done
     stop_postgres
-    [[ -n ${AUTOGROUP_WAS:-} ]] && echo "$AUTOGROUP_WAS" >"$AUTOGROUP" 2>/dev/null
+    [[ -n ${AUTOGROUP_WAS:-} ]] && python3 "$ROOT/Benchmarks/lib/autogroup.py" restore "$AUTOGROUP_WAS"
     rm -rf "$WORK"
     exit "$status"
 }
@@ -86,21 +86,11 @@ trap 'exit 143' TERM
 
 # The kernel's autogroup scheduling off while the replicas run (as root), back as it was after:
 # PostgreSQL puts every backend in a session of its own, and with autogroup on two busy cores a
-# backend woken with a query waited for a core for up to 1.3 s (Benchmarks/lib/benchlib.py,
-# one_scheduling_group).
-AUTOGROUP=/proc/sys/kernel/sched_autogroup_enabled
-AUTOGROUP_WAS=""     # the value to put back at exit, when this script changed it
-AUTOGROUP_STATE=off  # what the run had, for the result file (as benchlib.one_scheduling_group says it)
-if [[ -r $AUTOGROUP && $(cat "$AUTOGROUP") != 0 ]]; then
-    was=$(cat "$AUTOGROUP")
-    if echo 0 2>/dev/null >"$AUTOGROUP"; then
-        AUTOGROUP_WAS=$was AUTOGROUP_STATE="turned off"
-        echo "== autogroup scheduling turned off for the run"
-    else
-        AUTOGROUP_STATE=on
-        echo "warning: autogroup scheduling is on and cannot be turned off here (not root?)" >&2
-    fi
-fi
+# backend woken with a query waited for a core for up to 1.3 s (Benchmarks/lib/autogroup.py, which
+# decides it for the Python benchmarks too). AUTOGROUP_STATE is what the run had, for the result
+# file; AUTOGROUP_WAS the value cleanup puts back (empty when this script changed nothing).
+{ read -r AUTOGROUP_STATE; read -r AUTOGROUP_WAS; } < <(python3 "$ROOT/Benchmarks/lib/autogroup.py" off)
+[[ $AUTOGROUP_STATE == "turned off" ]] && echo "== autogroup scheduling turned off for the run"
 echo "== PostgreSQL at $POSTGRES_URL"
 
 # ---- replicas --------------------------------------------------------------------------------

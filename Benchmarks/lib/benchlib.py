@@ -15,6 +15,7 @@ import sys
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # Benchmarks/
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "scripts", "lib"))
+import autogroup  # noqa: E402
 import harness  # noqa: E402
 import result_files  # noqa: E402
 # The one server starter (scripts/lib/harness.py): a process on a free port (`--port 0`, read
@@ -113,41 +114,15 @@ def percentile(values, fraction):
 
 
 
-AUTOGROUP = "/proc/sys/kernel/sched_autogroup_enabled"
-
-
 @contextlib.contextmanager
 def one_scheduling_group():
     """Turns the kernel's autogroup scheduling off while the block runs (as root), and back as it
-    was after; yields what the run had: "off", "turned off" or "on" (not root: a warning is logged).
-
-    With autogroup (Debian's default), each session is a scheduling group that shares the cores as
-    a whole with the others, and PostgreSQL puts every backend in a session of its own (setsid): on
-    two busy cores a backend woken with a client's query then waited for a core for up to 1.3 s
-    (`perf sched timehist`: runnable, not run), and the replica's request with it, though PostgreSQL
-    logged no statement over 0.1 s. Through three replicas, GETs of 1 to 6 s for either server (our
-    p99 0.1 to 2.4 s, the comparator's 6 ms to 1 s, from run to run); with autogroup off, none over
-    0.3 s in four runs (p99 1.5 to 5 ms). Where PostgreSQL runs in a cgroup of its own, as a
-    container or a systemd service with the cpu controller does, autogroup does not apply."""
+    was after; yields what the run had: "off", "turned off" or "on" (not root: a warning is
+    logged). Why: Benchmarks/lib/autogroup.py, which decides it for the shell benchmarks too."""
+    state, previous = autogroup.turn_off()
+    if state == "on":
+        log(autogroup.WARNING)
     try:
-        with open(AUTOGROUP) as flag:
-            before = flag.read().strip()
-    except OSError:
-        yield "off"
-        return
-    if before == "0":
-        yield "off"
-        return
-    try:
-        with open(AUTOGROUP, "w") as flag:
-            flag.write("0")
-    except OSError:
-        log("warning: autogroup scheduling is on and cannot be turned off here (not root?): PostgreSQL's "
-            "backends may wait seconds for a core when the machine is busy; see %s" % AUTOGROUP)
-        yield "on"
-        return
-    try:
-        yield "turned off"
+        yield state
     finally:
-        with open(AUTOGROUP, "w") as flag:
-            flag.write(before)
+        autogroup.restore(previous)

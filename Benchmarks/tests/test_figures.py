@@ -1,5 +1,6 @@
 """Tests of the benchmarks' own tools that need no server: figures.py's blocks, profile_join.py's
-attribution of samples, and benchlib's reading of `/metrics` text. Run by Benchmarks/smoke.sh
+attribution of samples, benchlib's reading of `/metrics` text, and autogroup.py's turning off and
+putting back (on a file standing in for the kernel's flag). Run by Benchmarks/smoke.sh
 (`python3 -m unittest discover -s Benchmarks/tests`)."""
 
 import json
@@ -11,6 +12,7 @@ import unittest
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # Benchmarks/
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "lib"))
+import autogroup  # noqa: E402
 import benchlib  # noqa: E402
 import figures  # noqa: E402
 import profile_join  # noqa: E402
@@ -141,6 +143,38 @@ class Metrics(unittest.TestCase):
         self.assertEqual(benchlib.slower_than(METRICS, histogram, 0.00025), 5 + 2)
         self.assertEqual(benchlib.slower_than(METRICS, histogram, 2.0), 0)  # no such bound: none counted
         self.assertEqual(benchlib.slower_than(METRICS, "library_none", 1.0), 0)
+
+
+class Autogroup(unittest.TestCase):
+    def setUp(self):
+        self.directory = tempfile.TemporaryDirectory()
+        self.saved = autogroup.FLAG
+        autogroup.FLAG = os.path.join(self.directory.name, "sched_autogroup_enabled")
+
+    def tearDown(self):
+        autogroup.FLAG = self.saved
+        self.directory.cleanup()
+
+    def flag(self, value=None):
+        if value is not None:
+            with open(autogroup.FLAG, "w") as file:
+                file.write(value + "\n")
+        with open(autogroup.FLAG) as file:
+            return file.read().strip()
+
+    def test_on_is_turned_off_and_put_back(self):
+        self.flag("1")
+        state, previous = autogroup.turn_off()
+        self.assertEqual((state, previous, self.flag()), ("turned off", "1", "0"))
+        autogroup.restore(previous)
+        self.assertEqual(self.flag(), "1")
+
+    def test_off_or_absent_is_left_alone(self):
+        self.assertEqual(autogroup.turn_off(), ("off", None))  # no flag: a kernel without autogroup
+        self.flag("0")
+        self.assertEqual(autogroup.turn_off(), ("off", None))
+        autogroup.restore(None)
+        self.assertEqual(self.flag(), "0")
 
 
 if __name__ == "__main__":
