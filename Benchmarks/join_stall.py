@@ -18,7 +18,6 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
-from benchlib import Server, log, stop_all  # noqa: E402
+from benchlib import Server, log, open_stream, read_snapshot, stop_all  # noqa: E402
 
 LIBRARY = "00000000-0000-4000-8000-000000000001"  # Benchmarks/seed.py's first library
 
@@ -39,27 +38,6 @@ def call(connection, method, path, body=None):
     response = connection.getresponse()
     data = response.read()
     return json.loads(data) if data else None
-
-
-def open_stream(port, path):
-    stream = socket.create_connection(("127.0.0.1", port), timeout=120)
-    stream.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n" % path).encode())
-    return stream
-
-
-def read_snapshot(stream):
-    """Reads until the end of the stream's snapshot event (a blank line after `event: snapshot`)."""
-    tail, seen = b"", False
-    while True:
-        data = stream.recv(1 << 20)
-        if not data:
-            raise RuntimeError("the stream closed before its snapshot ended")
-        window = tail + data
-        if not seen and b"event: snapshot" in window:
-            seen, window = True, window[window.index(b"event: snapshot"):]
-        if seen and b"\n\n" in window:
-            return
-        tail = window[-64:]
 
 
 def measure(port):

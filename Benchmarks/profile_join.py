@@ -28,7 +28,6 @@ import collections
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,7 +36,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
-from benchlib import Server, log, write_result  # noqa: E402
+from benchlib import Server, log, open_stream, read_snapshot, write_result  # noqa: E402
 from profile_get import readable  # noqa: E402
 
 LIBRARY = "00000000-0000-4000-8000-000000000001"  # Benchmarks/seed.py's first library
@@ -55,25 +54,12 @@ OTHER = "rest"
 
 
 def join(port):
-    """Connects to the big library's stream and reads to the end of its snapshot; returns the
-    monotonic times of connecting and of the snapshot's last byte."""
+    """Reads the big library's stream to the end of its snapshot; returns the monotonic times of
+    connecting and of the snapshot's last byte."""
     began = time.monotonic()
-    stream = socket.create_connection(("127.0.0.1", port), timeout=120)
-    stream.sendall(("GET /libraries/%s/events?fields=books.title HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                    "Accept: text/event-stream\r\n\r\n" % LIBRARY).encode())
-    tail, seen = b"", False
-    while True:
-        data = stream.recv(1 << 20)
-        if not data:
-            raise RuntimeError("the stream closed before its snapshot ended")
-        window = tail + data
-        if not seen and b"event: snapshot" in window:
-            seen, window = True, window[window.index(b"event: snapshot"):]
-        if seen and b"\n\n" in window:
-            ended = time.monotonic()
-            stream.close()
-            return began, ended
-        tail = window[-64:]
+    with open_stream(port, "/libraries/%s/events?fields=books.title" % LIBRARY) as stream:
+        read_snapshot(stream)
+        return began, time.monotonic()
 
 
 def samples(data, began, ended):
@@ -122,7 +108,7 @@ def parts(found):
     return grouped
 
 
-def describe(entries, joined):
+def describe(entries):
     """CPU seconds, span (first and last sample), busy share of one core over that span, and the
     five functions with most self time (share of the part's samples)."""
     times = sorted(at for at, _ in entries)
@@ -131,9 +117,7 @@ def describe(entries, joined):
     span = max(last - first, 1 / FREQUENCY)
     top = collections.Counter(text for _, text in entries).most_common(5)
     return {"cpu_s": round(cpu, 3), "first_s": round(first, 3), "last_s": round(last, 3),
-            "busy": round(min(cpu / span, 9.99), 2), "top": [[round(100 * count / len(entries), 1), text]
-                                                            for text, count in top],
-            "of_join": round(cpu / joined, 2)}
+            "busy": round(cpu / span, 2), "top": [[round(100 * count / len(entries), 1), text] for text, count in top]}
 
 
 def main():
@@ -166,7 +150,7 @@ def main():
             joined = ended - began
             grouped = parts(samples(data, began, ended))
             cpu = sum(len(entries) for entries in grouped.values()) / FREQUENCY
-            described = sorted((dict(describe(entries, joined), part=name) for name, entries in grouped.items()),
+            described = sorted((dict(describe(entries), part=name) for name, entries in grouped.items()),
                                key=lambda part: (part["part"] == OTHER, part["first_s"]))
             rounds.append({"join_s": round(joined, 3), "cpu_s": round(cpu, 3), "parts": described})
             log("round %d: snapshot in %.2f s, %.2f s of CPU (%.2f s on %d cores at best); %s" % (

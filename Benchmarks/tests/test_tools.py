@@ -21,9 +21,9 @@ PROFILE_JOIN = {
     "books": 1000, "rounds": 3, "cores": 2, "frequency": 999, "joins_s": [1.2, 1.3, 2.5], "cpus_s": [2.0, 2.1, 3.6],
     "commit": "abc1234", "date": "2026-11-28", "machine": "x86_64, 2 cores",
     "median": {"join_s": 1.3, "cpu_s": 2.1, "parts": [
-        {"part": "read", "cpu_s": 0.97, "first_s": 0.0, "last_s": 0.98, "busy": 0.99, "of_join": 0.75,
+        {"part": "read", "cpu_s": 0.97, "first_s": 0.0, "last_s": 0.98, "busy": 0.99,
          "top": [[6.1, "sqlite3VdbeExec"], [5.0, "a|b"]]},
-        {"part": "rest", "cpu_s": 0.07, "first_s": 1.1, "last_s": 1.3, "busy": 0.35, "of_join": 0.05, "top": []},
+        {"part": "rest", "cpu_s": 0.07, "first_s": 1.1, "last_s": 1.3, "busy": 0.35, "top": []},
     ]},
 }
 
