@@ -5,8 +5,10 @@ putting back (on a file standing in for the kernel's flag). Run by Benchmarks/sm
 
 import json
 import os
+import socket
 import sys
 import tempfile
+import threading
 import unittest
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # Benchmarks/
@@ -143,6 +145,38 @@ class Metrics(unittest.TestCase):
         self.assertEqual(benchlib.slower_than(METRICS, histogram, 0.00025), 5 + 2)
         self.assertEqual(benchlib.slower_than(METRICS, histogram, 2.0), 0)  # no such bound: none counted
         self.assertEqual(benchlib.slower_than(METRICS, "library_none", 1.0), 0)
+
+
+class Snapshot(unittest.TestCase):
+    def read(self, pieces):
+        """What `read_snapshot` does with a stream sent in `pieces`: None when it returned, else
+        its error."""
+        ours, theirs = socket.socketpair()
+        def send():
+            for piece in pieces:
+                theirs.sendall(piece)
+            theirs.shutdown(socket.SHUT_WR)
+        sender = threading.Thread(target=send)
+        sender.start()
+        try:
+            benchlib.read_snapshot(ours)
+            outcome = None
+        except RuntimeError as error:
+            outcome = str(error)
+        sender.join()
+        ours.close()
+        theirs.close()
+        return outcome
+
+    def test_reads_to_the_snapshots_end_across_reads(self):
+        head = b"HTTP/1.1 200 OK\r\n\r\nretry: 2000\n\n: ok\n\n"
+        # The event's name and its blank line each split between two sends.
+        outcome = self.read([head + b"id: 1\nevent: snap", b"shot\ndata: {\"books\":[]}\n", b"\n"])
+        self.assertIsNone(outcome)
+
+    def test_a_blank_line_before_the_snapshot_does_not_end_it(self):
+        outcome = self.read([b"retry: 2000\n\n", b": keep-alive\n\n"])
+        self.assertEqual(outcome, "the stream closed before its snapshot ended")
 
 
 class Autogroup(unittest.TestCase):

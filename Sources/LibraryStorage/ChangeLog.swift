@@ -57,7 +57,8 @@ enum ChangeLog {
     private static let firstPrevious = 6
 
     /// Every field's column but `id` (the log's `entity_id`), of both resources, each once. A
-    /// library's own id is its row's `library_id`, so that a library's replay finds it with its books.
+    /// library's own id is its row's value of the books' library column (`BookField.library`), so that
+    /// a library's replay finds it with its books.
     static let fieldColumns: [FieldColumn] = {
         var columns: [FieldColumn] = []
         for field in LibraryField.allCases where field != .id {

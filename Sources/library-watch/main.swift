@@ -12,8 +12,8 @@ import Observation
 ///
 /// The screen is a `body` in the SwiftUI sense: one function that reads the library's name, its
 /// book count and the titles of the rows in view, re-run under `withObservationTracking` only when
-/// one of those fields changes. So the client watches exactly those fields, and a change of an
-/// author (not shown) redraws nothing: the status line counts redraws to show it.
+/// one of those fields changes. So the client watches exactly those fields, and a change of a field
+/// not shown redraws nothing: the status line counts redraws to show it.
 @main
 @MainActor
 enum LibraryWatch {
