@@ -25,7 +25,7 @@ package final class LiveBook {
     @ObservationIgnored var joinedSeq = 0
 
     /// Nonisolated, so that a library's members can be made off the live actor (`LoadedMembers`).
-    nonisolated init(_ record: BookRecord, seq: Int) {
+    nonisolated init(_ record: consuming BookRecord, seq: Int) {
         self.record = record
         baseSeq = seq
     }
@@ -100,10 +100,33 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
     /// The first subscriber's snapshot, exact at the read's id, when it asked for the members.
     private(set) var snapshot: (shape: SubscriptionRequest.Shape, event: LiveEvent)?
 
-    /// A box for a load whose first subscriber asked for `shape` (nil: no snapshot made here).
-    init(snapshotOf shape: SubscriptionRequest.Shape?) {
+    /// Who is told that this load is large, at its first batch (`LiveHub.onLargeLoads`); the hub
+    /// tells of its end once the models are in place.
+    private let largeLoads: (@Sendable (_ started: Bool) -> Void)?
+    /// Whether `largeLoads` was told of the start: set by the reader, read once the box is handed over.
+    private(set) var large = false
+    /// Members from which a load is large: about 8 MiB of records and models, a burst of
+    /// allocations worth preparing for.
+    static let largeLoad = 10_000
+
+    /// How the snapshot's rows are encoded as they are read (nil: the snapshot is encoded whole
+    /// when sent). A million members' rows take about 0.15 s to encode: here, beside the read,
+    /// rather than after it, with the first subscriber waiting.
+    private let encodeRows: LiveHub.RowEncoder?
+    /// The table's rows encoded so far.
+    private var encodedRows: [UInt8] = []
+
+    /// A box for a load whose first subscriber asked for `shape` (nil: no snapshot made here),
+    /// encoding its snapshot's rows with `encodeRows` as they are read.
+    init(
+        snapshotOf shape: SubscriptionRequest.Shape?,
+        encodingRows encodeRows: LiveHub.RowEncoder? = nil,
+        largeLoads: (@Sendable (_ started: Bool) -> Void)? = nil
+    ) {
         self.shape = shape.flatMap { $0.members ? $0 : nil }
         table = self.shape.map { LiveEvent.memberTable(for: $0, capacity: 0) }
+        self.encodeRows = encodeRows
+        self.largeLoads = largeLoads
     }
 
     /// Takes members just read and makes their models, and their part of the snapshot, on the
@@ -117,6 +140,10 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
     /// forth between the two cores millions of times, slowing both threads (`perf`: a quarter of
     /// the load's CPU in `swift_retain` and `swift_release`).
     func add(_ records: inout [BookRecord], seq: Int, expected: Int) {
+        if !large, expected >= Self.largeLoad, let largeLoads {  // on the reader's thread, before its next records
+            large = true
+            largeLoads(true)
+        }
         let batch = HandedBatch()
         swap(&batch.records, &records)
         queue.async { [self] in
@@ -127,21 +154,26 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
                 byID.reserveCapacity(expected)
                 table?.reserveCapacity(expected)
             }
-            records.withUnsafeMutableBufferPointer { buffer in
-                let records = buffer
-                // Read in place and moved out by pointer: even by index, an array's record was
-                // copied whole here, retaining each of its strings.
-                table?.append(books: records.indices, id: { records[$0].id }, order: { records[$0].seq }) {
-                    records[$0][$1]
-                }
+            records.withUnsafeMutableBufferPointer { records in
                 for index in records.indices {
+                    // Moved out by pointer: even by index, an array's record was copied whole
+                    // here, retaining each of its strings.
                     let slot = records.baseAddress! + index
                     let record = slot.move()
                     slot.initialize(to: .vacant)  // what the array frees: nothing
+                    table?.append(book: record.id, order: record.seq) { record[$0] }
                     let id = record.id
                     let book = LiveBook(consume record, seq: seq)
                     ordered.append(book)
                     byID[id] = book  // ids are unique
+                }
+            }
+            if let table, let encodeRows {
+                let start = table.count - records.count
+                encodeRows(table, start..<table.count, &encodedRows)
+                if start == 0 && expected > table.count {
+                    // Room for the rest at the size of the first rows, and an eighth more.
+                    encodedRows.reserveCapacity(encodedRows.count / max(table.count, 1) * expected * 9 / 8)
                 }
             }
         }
@@ -157,11 +189,13 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
                 return
             }
             if let shape, let table {
-                let event = LiveEvent.librarySnapshot(
+                var event = LiveEvent.librarySnapshot(
                     id: library.id, seq: state.seq, shape: shape, fields: { library[$0] }, members: table)
+                if encodeRows != nil { event.encodedMembers = LiveEvent.EncodedRows(encodedRows) }
                 snapshot = (shape, event)
             }
             table = nil
+            encodedRows = []
         }
     }
 

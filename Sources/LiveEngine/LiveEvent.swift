@@ -1,5 +1,6 @@
 import Dispatch
 import LibraryDomain
+import Synchronization
 
 /// One event for one subscriber, before it is encoded for the wire.
 package struct LiveEvent: Sendable {
@@ -86,6 +87,16 @@ package struct LiveEvent: Sendable {
                 if let order { orders.append(order(member)) }
                 for field in columns { values.append(value(member, field)) }
             }
+        }
+
+        /// Appends one book with its insertion order (a library's member): `value` gives each
+        /// column's value. One row at a time, so that a load reads each field of a record it owns
+        /// in place, not of a copy.
+        mutating func append(book id: String, order: Int, _ value: (BookField) -> FieldValue) {
+            guard case .books(let columns) = columns else { preconditionFailure("a table of libraries") }
+            ids.append(id)
+            orders.append(order)
+            for field in columns { values.append(value(field)) }
         }
 
         /// Appends libraries (a collection's page), a row each: the id and each column's value.
@@ -203,7 +214,32 @@ package struct LiveEvent: Sendable {
     package var libraryFields: [(LibraryField, FieldValue)] = [] { didSet { resetWire() } }
     package var bookFields: [(BookField, FieldValue)] = [] { didSet { resetWire() } }
     /// A library snapshot's members, when the subscriber asked for `books`.
-    package var members: MemberTable? { didSet { resetWire() } }
+    package var members: MemberTable? {
+        didSet {
+            resetWire()
+            encodedMembers = nil
+        }
+    }
+    /// `members`' rows as the hub's row encoder wrote them while a load read them
+    /// (`LiveHub.encodeEvents`), for the event's first encoding, which takes them as they are;
+    /// a later one (the other wire form) writes the table. Nil once `members` changes.
+    package internal(set) var encodedMembers: EncodedRows?
+
+    /// Rows encoded ahead, shared by the copies of an event and taken once: a million members'
+    /// are 70 MB, not to be kept beside the encoded event and the table.
+    package final class EncodedRows: Sendable {
+        private let rows: Mutex<[UInt8]?>
+
+        init(_ rows: [UInt8]) { self.rows = Mutex(rows) }
+
+        /// The rows, to the first who asks (from any thread); nil afterwards.
+        package func take() -> [UInt8]? {
+            rows.withLock { rows in
+                defer { rows = nil }
+                return rows
+            }
+        }
+    }
     /// A library change's membership part, when not empty.
     package var membership: MembershipChange? { didSet { resetWire() } }
     /// The encoded event, shared by every copy until one is changed: one change delivered to many

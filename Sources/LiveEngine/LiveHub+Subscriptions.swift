@@ -101,7 +101,9 @@ extension LiveHub {
             updateInbox()  // before the read starts, so no commit it misses skips the live side
             // The models are made on a queue of their own as the members are read, not on the
             // reader's (with `:memory:` that is the writer's, whose commits would wait).
-            let members = LoadedMembers(snapshotOf: request.resumeAfter == nil ? request.shape : nil)
+            let members = LoadedMembers(
+                snapshotOf: request.resumeAfter == nil ? request.shape : nil,
+                encodingRows: rowsEncoder, largeLoads: largeLoads)
             store.load(target, members: { seq, expected, batch in members.add(&batch, seq: seq, expected: expected) }) {
                 result in
                 members.finish(result) {
@@ -133,6 +135,7 @@ extension LiveHub {
     }
 
     private func loaded(_ target: LiveTarget, _ result: Result<LoadedState, StoreError>, members: LoadedMembers) {
+        defer { if members.large { largeLoads?(false) } }  // once its models are tracked and attached
         guard let load = loads.removeValue(forKey: target) else { return }
         defer { updateInbox() }
         let state: LoadedState

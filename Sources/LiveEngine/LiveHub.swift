@@ -41,12 +41,36 @@ package final class LiveHub {
     /// snapshot is encoded with it ahead of the subscribers who keep joining (`KeptSnapshots`).
     private nonisolated let eventEncoder = Mutex<(@Sendable (LiveEvent) -> [UInt8])?>(nil)
 
-    /// Sets how a stream encodes an event.
-    package nonisolated func encodeEvents(with encode: @escaping @Sendable (LiveEvent) -> [UInt8]) {
+    /// How a stream encodes rows of a snapshot's table (`LiveEvent.encodedMembers`), set with
+    /// `eventEncoder`: a library's load encodes its first subscriber's members as it reads them,
+    /// beside the read, rather than all at once after it.
+    private nonisolated let rowEncoder = Mutex<RowEncoder?>(nil)
+
+    /// Appends rows `range` of a table to the bytes, as the event encoder writes them between
+    /// the brackets of a snapshot's members.
+    package typealias RowEncoder = @Sendable (LiveEvent.MemberTable, Range<Int>, inout [UInt8]) -> Void
+
+    /// Sets how a stream encodes an event, and the rows of a snapshot's table.
+    package nonisolated func encodeEvents(
+        with encode: @escaping @Sendable (LiveEvent) -> [UInt8], rows: @escaping RowEncoder
+    ) {
         eventEncoder.withLock { $0 = encode }
+        rowEncoder.withLock { $0 = rows }
     }
 
     nonisolated var encoder: (@Sendable (LiveEvent) -> [UInt8])? { eventEncoder.withLock { $0 } }
+    nonisolated var rowsEncoder: RowEncoder? { rowEncoder.withLock { $0 } }
+
+    /// Told when a load of a large library starts making its members (true) and when it has made
+    /// them (false), set by the server, which prepares the allocator for the burst (`HeapGrowth`).
+    private nonisolated let largeLoadHook = Mutex<(@Sendable (_ started: Bool) -> Void)?>(nil)
+
+    /// Sets who is told of large loads.
+    package nonisolated func onLargeLoads(_ hook: @escaping @Sendable (_ started: Bool) -> Void) {
+        largeLoadHook.withLock { $0 = hook }
+    }
+
+    nonisolated var largeLoads: (@Sendable (_ started: Bool) -> Void)? { largeLoadHook.withLock { $0 } }
 
     private nonisolated init(store: any LiveStore, inboxCapacity: Int) {
         self.store = store

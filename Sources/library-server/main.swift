@@ -100,6 +100,8 @@ for migration in store.appliedMigrationNames {
 }
 
 let hub = LiveHub.start(store: store, heartbeatInterval: configuration.heartbeatInterval)
+let heapGrowth = HeapGrowth()
+hub.onLargeLoads { heapGrowth.load(started: $0) }
 let api = LibraryAPI(
     store: store,
     hub: hub,

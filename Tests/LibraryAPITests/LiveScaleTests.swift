@@ -2,6 +2,7 @@ import Foundation
 import LibraryDomain
 import LibraryStorage
 import LiveEngine
+import Synchronization
 import TestSupport
 import Testing
 
@@ -27,13 +28,24 @@ import Testing
         let live = try LiveServer()
         let library = try live.createLibrary()
         let ids = try Self.fill(live, library: library, count: 10_000)
+        let largeLoads = Mutex<[Bool]>([])
+        live.hub.onLargeLoads { started in largeLoads.withLock { $0.append(started) } }
         let stream = try live.events("/libraries/\(library)/events?fields=bookCount,books.title")
         let snapshot = try #require(try stream.next(timeout: 20_000))
-        // Loaded in several batches (a thousand members each in debug builds): each member once,
-        // in order, with its values.
+        // Loaded in several batches (a thousand members each in debug builds), the snapshot
+        // encoded batch by batch as they were read: each member once, in order, with its values.
         let members = try #require(snapshot.json["books"] as? [[String: Any]])
         #expect(members.compactMap { $0["id"] as? String } == ids)
         #expect(members.compactMap { $0["title"] as? String } == ids.indices.map { "T\($0)" })
+        // A load this large told the server once as it began and once as it ended; a small one never.
+        let deadline = Date().addingTimeInterval(2)
+        while largeLoads.withLock({ $0.count }) < 2, Date() < deadline { usleep(10_000) }
+        #expect(largeLoads.withLock { $0 } == [true, false])
+        let small = try live.createLibrary()
+        _ = try live.createBook(in: small, title: "one")
+        let smallSnapshot = try #require(try live.events("/libraries/\(small)/events?fields=books.title").next())
+        #expect((smallSnapshot.json["books"] as? [[String: Any]])?.count == 1)
+        #expect(largeLoads.withLock { $0 } == [true, false])
 
         for (round, id) in [ids[0], ids[5_000], ids[9_999]].enumerated() {
             let before = live.hub.counters.applyWork.load(ordering: .relaxed)

@@ -21,6 +21,7 @@ static inline int csys_efd_flags(void) { return EFD_NONBLOCK | EFD_CLOEXEC; }
 // glibc's malloc tuning, not exported by Swift's Glibc module.
 static inline int csys_malloc_trim_threshold(int bytes) { return mallopt(M_TRIM_THRESHOLD, bytes); }
 static inline int csys_malloc_arena_max(int arenas) { return mallopt(M_ARENA_MAX, arenas); }
+static inline int csys_malloc_top_pad(int bytes) { return mallopt(M_TOP_PAD, bytes); }
 // Bytes the heap holds free (not in use, not given back), and giving them back: glibc returns
 // only the top of a heap by itself, so a burst of large frees stays resident until malloc_trim.
 static inline size_t csys_heap_free_bytes(void) { return mallinfo2().fordblks; }

@@ -29,6 +29,12 @@ enum EventEncoding {
         return json.finish(with: EventStreamFraming.eventEnd)
     }
 
+    /// Rows `range` of a snapshot's table, as the event's members carry them between brackets:
+    /// what a library's load encodes ahead, as it reads (`LiveEvent.encodedMembers`).
+    static func appendRows(_ table: LiveEvent.MemberTable, _ range: Range<Int>, to bytes: inout [UInt8]) {
+        JSONWriter.appendRows(table, range, to: &bytes)
+    }
+
     /// The JSON an event carries (for a collection's snapshot page, see `page`).
     static func data(_ event: LiveEvent) -> [UInt8] {
         var json = JSONWriter()
@@ -52,7 +58,15 @@ enum EventEncoding {
         }
         if let members = event.members {
             json.key(event.isCollection ? "items" : "books")
-            json.members(members)
+            if let rows = event.encodedMembers?.take() {
+                json.raw { bytes in
+                    bytes.append(UInt8(ascii: "["))
+                    bytes.append(contentsOf: rows)
+                    bytes.append(UInt8(ascii: "]"))
+                }
+            } else {
+                json.members(members)
+            }
         }
         if let membership = event.membership {
             if !event.isCollection {
@@ -165,21 +179,29 @@ extension JSONWriter {
     /// A snapshot's table as an array of members, written row after row straight into the bytes:
     /// the path of a million members (about 70 MB).
     mutating func members(_ table: LiveEvent.MemberTable) {
-        let keys = Self.columnKeys(table)
         raw { bytes in
             let start = bytes.count
             bytes.append(UInt8(ascii: "["))
-            for index in 0..<table.count {
-                if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                Self.appendMember(table, index, keys: keys, to: &bytes)
-                if index == 255 && table.count > 4_096 {
-                    // Room for the rest at the size of the first rows (and an eighth more), so the
-                    // bytes are not copied each time they double.
-                    let row = (bytes.count - start) / 256
-                    bytes.reserveCapacity(bytes.count + row * (table.count - 256) * 9 / 8)
-                }
+            let first = min(256, table.count)
+            Self.appendRows(table, 0..<first, to: &bytes)
+            if table.count > 4_096 {
+                // Room for the rest at the size of the first rows (and an eighth more), so the
+                // bytes are not copied each time they double.
+                let row = (bytes.count - start) / first
+                bytes.reserveCapacity(bytes.count + row * (table.count - first) * 9 / 8)
             }
+            Self.appendRows(table, first..<table.count, to: &bytes)
             bytes.append(UInt8(ascii: "]"))
+        }
+    }
+
+    /// Rows `range` of a table, each after a comma but the first row: what `members` writes
+    /// between its brackets, and what a library's load encodes ahead (`LiveEvent.encodedMembers`).
+    static func appendRows(_ table: LiveEvent.MemberTable, _ range: Range<Int>, to bytes: inout [UInt8]) {
+        let keys = columnKeys(table)
+        for index in range {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            appendMember(table, index, keys: keys, to: &bytes)
         }
     }
 

@@ -1,0 +1,32 @@
+import CSystemLinux
+import Synchronization
+
+/// Makes a thread's heap grow a whole mapping at a time while a large library loads.
+///
+/// glibc gives each arena heaps of 64 MiB of address space, made writable as they fill: a new heap
+/// `M_TOP_PAD` (128 KiB) past what was asked, then a page at a time, one `mprotect` per page, each
+/// of which takes the address space's lock that every thread's page faults wait on. A load of a
+/// million members allocates about 800 MiB on two threads: 200,000 of those calls, a fifth of the
+/// load's CPU (`perf`: `__mprotect` under `sysmalloc`). While such a load runs, the pad is the
+/// whole heap, so each new heap is made writable once; pages are still resident only once written.
+/// The pad is put back when the last load ends, because glibc also keeps that much free at the
+/// top of a heap when it trims, a part of memory `malloc_trim` (the heap trimmer) does not reach.
+/// First joins of 1,000,000 books: 1.01 to 1.11 s against 1.23 to 1.32 s, the server's CPU 1.6
+/// to 1.7 s against 2.0 to 2.2 s (the pad set for the whole run, alternating fresh servers).
+final class HeapGrowth: Sendable {
+    /// A heap's size on 64-bit glibc (`HEAP_MAX_SIZE`): a pad this large makes a new heap writable whole.
+    static let largePad: Int32 = 64 << 20
+    /// glibc's default (`DEFAULT_TOP_PAD`, mallopt(3)).
+    static let defaultPad: Int32 = 128 << 10
+    /// Large loads under way.
+    private let loads = Mutex(0)
+
+    /// A large load started (true) or ended (false).
+    func load(started: Bool) {
+        loads.withLock { count in
+            count += started ? 1 : -1
+            if started && count == 1 { csys_malloc_top_pad(Self.largePad) }
+            if !started && count == 0 { csys_malloc_top_pad(Self.defaultPad) }
+        }
+    }
+}
