@@ -10,7 +10,7 @@ and reads it to the end of its snapshot, and stops the recording. Each sample ta
 connecting and the snapshot's end goes to the part of the join its call chain is in: the read
 (SQLite's steps and the records made of its rows, in the load's read transaction), the models (the
 members' `LiveBook`s, their index by id and the snapshot's table: `LoadedMembers`), the encoding
-(the event's bytes) or the rest (the event loops, sending). For each part: its CPU time, when it
+(the event's bytes, its rows encoded beside the read on the models' thread) or the rest (the event loops, sending). For each part: its CPU time, when it
 ran (from its first to its last sample, from connecting), how much of a core it had meanwhile, and
 the functions it spent most in (self time). The round whose join took the median time is reported
 in full.
@@ -44,11 +44,12 @@ FREQUENCY = 999
 
 # What tells the part of the join a sample belongs to: a function on its call chain (mangled
 # names hold the identifiers), tried in order; a sample with none of them is the rest (sending,
-# the event loops, the stream's start).
+# the event loops, the stream's start). The snapshot's rows are encoded on the models' thread as
+# they are read (`appendRows`, called from `LoadedMembers`): encoding, wherever it runs.
 PARTS = [
     ("read", r"readInTransaction"),
+    ("encoding", r"encodeElsewhere|EventEncoding|appendRows"),
     ("models", r"LoadedMembers"),
-    ("encoding", r"encodeElsewhere|EventEncoding"),
 ]
 OTHER = "rest"
 

@@ -89,6 +89,10 @@ SCRIPT = """\
   102 100.030000:
 \t    4444 exc_page_fault ([kernel.kallsyms])
 
+  102 100.035000:
+\t    4545 $s4JSON10JSONWriterV10LibraryAPIE10appendRowsyyF (/app/library-server)
+\t    2222 $s10LiveEngine13LoadedMembersC3addyyF (/app/library-server)
+
   103 100.040000:
 \t    5555 tcp_sendmsg ([kernel.kallsyms])
 
@@ -104,7 +108,8 @@ class Attribution(unittest.TestCase):
     def test_samples_go_to_the_part_their_call_chain_or_their_thread_is_in(self):
         found = profile_join.parse(SCRIPT, 100.0, 101.0)
         self.assertEqual([(tid, part) for tid, _, part, _ in found],
-                         [(101, "read"), (102, "models"), (102, None), (103, None), (101, None)])
+                         [(101, "read"), (102, "models"), (102, None), (102, "encoding"), (103, None),
+                          (101, None)])
         self.assertAlmostEqual(found[0][1], 0.01)
         self.assertEqual(found[1][3], "library-server $s10LiveEngine13LoadedMembersC3addyyF")
         grouped = profile_join.parts(found)
@@ -112,6 +117,8 @@ class Attribution(unittest.TestCase):
         # 0.5 s after its thread's last telling sample tell nothing: the rest.
         self.assertEqual(len(grouped["read"]), 1)
         self.assertEqual(len(grouped["models"]), 2)
+        # Rows encoded on the models' thread, as the load reads them, are the encoding's.
+        self.assertEqual(len(grouped["encoding"]), 1)
         self.assertEqual(len(grouped["rest"]), 2)
 
 
