@@ -220,4 +220,17 @@ package struct SQLRow {
     }
 
     package func optionalText(_ index: Int32) -> String? { isNull(index) ? nil : text(index) }
+
+    /// The text in column `index` when its bytes are `earlier`'s: `earlier` itself, no new string.
+    /// Nil when they differ.
+    func text(_ index: Int32, ifSameAs earlier: String) -> String? {
+        let same =
+            switch source {
+            case .sqlite(let row): row.text(index, hasBytesOf: earlier)
+            case .postgres(let result, let row): result.value(row, Int(index), hasBytesOf: earlier)
+            case .values(let values):
+                if case .text(let text) = values[Int(index)] { text.utf8.elementsEqual(earlier.utf8) } else { false }
+            }
+        return same ? earlier : nil
+    }
 }

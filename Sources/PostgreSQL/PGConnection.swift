@@ -312,6 +312,14 @@ package final class PGResult {
         isNull(row, column) ? nil : String(cString: PQgetvalue(handle, Int32(row), Int32(column)))
     }
 
+    /// Whether the (non-NULL) value at `row`, `column` is `other`'s bytes, without making a string of it.
+    package func value(_ row: Int, _ column: Int, hasBytesOf other: String) -> Bool {
+        guard !isNull(row, column), let bytes = PQgetvalue(handle, Int32(row), Int32(column)) else { return false }
+        let count = Int(PQgetlength(handle, Int32(row), Int32(column)))
+        var other = other
+        return other.withUTF8 { $0.count == count && (count == 0 || memcmp($0.baseAddress!, bytes, count) == 0) }
+    }
+
     package func int(_ row: Int, _ column: Int) -> Int? { string(row, column).flatMap { Int($0) } }
 
     /// A `boolean` column (`t` or `f` in text format).

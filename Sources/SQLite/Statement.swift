@@ -1,4 +1,5 @@
 import CSQLite
+import Glibc
 
 /// A prepared statement, finalized when released.
 ///
@@ -108,6 +109,14 @@ package struct Row {
 
     /// The text in column `index`, or nil for NULL.
     package func optionalText(_ index: Int32) -> String? { isNull(index) ? nil : text(index) }
+
+    /// Whether the text in column `index` is `other`'s bytes, without making a string of it.
+    package func text(_ index: Int32, hasBytesOf other: String) -> Bool {
+        guard let bytes = sqlite3_column_text(handle, index) else { return other.isEmpty }
+        let count = Int(sqlite3_column_bytes(handle, index))
+        var other = other
+        return other.withUTF8 { $0.count == count && (count == 0 || memcmp($0.baseAddress!, bytes, count) == 0) }
+    }
 
     /// Whether column `index` is NULL.
     package func isNull(_ index: Int32) -> Bool { sqlite3_column_type(handle, index) == SQLITE_NULL }
