@@ -10,10 +10,10 @@ and reads it to the end of its snapshot, and stops the recording. Each sample ta
 connecting and the snapshot's end goes to the part of the join its call chain is in: the read
 (SQLite's steps and the records made of its rows, in the load's read transaction), the models (the
 members' `LiveBook`s, their index by id and the snapshot's table: `LoadedMembers`), the encoding
-(the event's bytes, its rows encoded beside the read on the models' thread) or the rest (the event loops, sending). For each part: its CPU time, when it
-ran (from its first to its last sample, from connecting), how much of a core it had meanwhile, and
-the functions it spent most in (self time). The round whose join took the median time is reported
-in full.
+(the event's bytes; its rows are encoded on the models' thread, beside the read) or the rest
+(the event loops, sending). For each part: its CPU time, when it ran (from its first to its last
+sample, from connecting), how much of a core it had meanwhile, and the functions it spent most in
+(self time). The round whose join took the median time is reported in full.
 
 What it answers is what stands in the way of a first join in 1 s: whether one thread works
 through the whole load at a full core (that thread's work is the floor, however the others
@@ -48,7 +48,7 @@ FREQUENCY = 999
 # they are read (`appendRows`, called from `LoadedMembers`): encoding, wherever it runs.
 PARTS = [
     ("read", r"readInTransaction"),
-    ("encoding", r"encodeElsewhere|EventEncoding|appendRows"),
+    ("encoding", r"encodeElsewhere|EventEncoding|appendRows|appendMember"),
     ("models", r"LoadedMembers"),
 ]
 OTHER = "rest"

@@ -89,7 +89,7 @@ SCRIPT = """\
   102 100.030000:
 \t    4444 exc_page_fault ([kernel.kallsyms])
 
-  102 100.035000:
+  102 100.060000:
 \t    4545 $s4JSON10JSONWriterV10LibraryAPIE10appendRowsyyF (/app/library-server)
 \t    2222 $s10LiveEngine13LoadedMembersC3addyyF (/app/library-server)
 

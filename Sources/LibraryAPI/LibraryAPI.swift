@@ -33,7 +33,7 @@ package final class LibraryAPI: HTTPResponder {
         self.healthProbe = HealthProbe(store: store)
         self.console = ConsoleFiles(directory: configuration.consoleDirectory)
         self.logsRequests = logger.logLevel <= .info
-        hub.encodeEvents(with: EventEncoding.encode, rows: { EventEncoding.appendRows($0, $1, to: &$2) })
+        hub.encodeEvents(with: EventEncoding.pieces, rows: { EventEncoding.appendRows($0, $1, to: &$2) })
         reportMetrics()
     }
 

@@ -1,6 +1,7 @@
 import Dispatch
 import LibraryDomain
 import Observation
+import Synchronization
 
 /// A book that somebody watches, directly or as a member of a watched library, as an observable
 /// model.
@@ -88,7 +89,9 @@ package final class LiveBook {
 /// A box filled on a queue of its own and handed once to the live actor, which `take`s its
 /// contents: what it takes is then the only reference to that storage, so the catch-up's first
 /// change to the membership does not copy a million entries.
-final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the hand-over, then taken once
+// Used on `queue` until the hand-over, then taken once; `isLarge` is set on the reader's thread
+// before the batches it hands over, and read after the last.
+final class LoadedMembers: @unchecked Sendable {
     private let queue = DispatchQueue(label: "library.live.load", qos: .userInitiated)
     /// In insertion order, as the read returned them.
     private var ordered: [LiveBook] = []
@@ -100,14 +103,19 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
     /// The first subscriber's snapshot, exact at the read's id, when it asked for the members.
     private(set) var snapshot: (shape: SubscriptionRequest.Shape, event: LiveEvent)?
 
-    /// Who is told that this load is large, at its first batch (`LiveHub.onLargeLoads`); the hub
-    /// tells of its end once the models are in place.
+    /// Who is told that this load is large (`LiveHub.onLargeLoads`): at its first batch, and by
+    /// `endLargeLoad` once the models are in place.
     private let largeLoads: (@Sendable (_ started: Bool) -> Void)?
-    /// Whether `largeLoads` was told of the start: set by the reader, read once the box is handed over.
-    private(set) var large = false
+    /// Whether `largeLoads` was told of the start: set on the reader's thread, read by
+    /// `endLargeLoad` once the box has been handed over.
+    private var isLarge = false
     /// Members from which a load is large: about 8 MiB of records and models, a burst of
     /// allocations worth preparing for.
-    static let largeLoad = 10_000
+    static let largeLoadMembers = 10_000
+    /// Set (on the live actor) when a change concerning the library arrives during the read: the
+    /// snapshot made here will not be used (the library has moved past it), so its rows are no
+    /// longer encoded.
+    let outdated = Atomic<Bool>(false)
 
     /// How the snapshot's rows are encoded as they are read (nil: the snapshot is encoded whole
     /// when sent). A million members' rows take about 0.15 s to encode: here, beside the read,
@@ -140,8 +148,8 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
     /// forth between the two cores millions of times, slowing both threads (`perf`: a quarter of
     /// the load's CPU in `swift_retain` and `swift_release`).
     func add(_ records: inout [BookRecord], seq: Int, expected: Int) {
-        if !large, expected >= Self.largeLoad, let largeLoads {  // on the reader's thread, before its next records
-            large = true
+        if !isLarge, expected >= Self.largeLoadMembers, let largeLoads {  // on the reader's thread
+            isLarge = true
             largeLoads(true)
         }
         let batch = HandedBatch()
@@ -168,7 +176,9 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
                     byID[id] = book  // ids are unique
                 }
             }
-            if let table, let encodeRows {
+            if outdated.load(ordering: .relaxed) {
+                encodedRows = []
+            } else if let table, let encodeRows {
                 let start = table.count - records.count
                 encodeRows(table, start..<table.count, &encodedRows)
                 if start == 0 && expected > table.count {
@@ -191,12 +201,20 @@ final class LoadedMembers: @unchecked Sendable {  // used on `queue` until the h
             if let shape, let table {
                 var event = LiveEvent.librarySnapshot(
                     id: library.id, seq: state.seq, shape: shape, fields: { library[$0] }, members: table)
-                if encodeRows != nil { event.encodedMembers = LiveEvent.EncodedRows(encodedRows) }
+                if encodeRows != nil && !outdated.load(ordering: .relaxed) {
+                    event.encodedMembers = LiveEvent.EncodedRows(encodedRows)
+                }
                 snapshot = (shape, event)
             }
             table = nil
             encodedRows = []
         }
+    }
+
+    /// Tells `largeLoads` that a large load has ended (on the live actor, once its models are
+    /// attached); nothing for another load.
+    func endLargeLoad() {
+        if isLarge { largeLoads?(false) }
     }
 
     /// A batch on its way from the reader to the queue, whose records the queue moves out.

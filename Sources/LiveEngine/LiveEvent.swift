@@ -253,20 +253,23 @@ package struct LiveEvent: Sendable {
         dataWire = WireForm()
     }
 
-    /// An event's encoded bytes, made by the first sink that sends it.
+    /// An event's encoded bytes, made by the first sink that sends it: one array, or for a large
+    /// event encoded off the actor, pieces written one after another (a snapshot whose rows were
+    /// encoded ahead is its head, those rows as they are, and its end: 70 MB not copied again).
     ///
     /// `@unchecked Sendable`: its state is used on the `LiveActor` only; `encodeElsewhere` runs
     /// the encoding itself on another thread, on a value, and comes back to the actor with it.
     package final class WireForm: @unchecked Sendable {
-        private var bytes: [UInt8]?
-        private var waiting: [@LiveActor ([UInt8]) -> Void]?
+        private var pieces: [[UInt8]]?
+        private var waiting: [@LiveActor ([[UInt8]]) -> Void]?
 
         init() {}
 
+        /// The bytes in one array (joined, should they have been encoded in pieces).
         package func bytes(encodingWith encode: () -> [UInt8]) -> [UInt8] {
-            if let bytes { return bytes }
+            if let pieces { return pieces.count == 1 ? pieces[0] : Array(pieces.joined()) }
             let encoded = encode()
-            bytes = encoded
+            pieces = [encoded]
             return encoded
         }
 
@@ -274,10 +277,10 @@ package struct LiveEvent: Sendable {
         /// once however many sinks ask meanwhile, and calls `completion` on the actor.
         @LiveActor
         package func encodeElsewhere(
-            _ encode: @escaping @Sendable () -> [UInt8],
-            completion: @escaping @LiveActor ([UInt8]) -> Void
+            _ encode: @escaping @Sendable () -> [[UInt8]],
+            completion: @escaping @LiveActor ([[UInt8]]) -> Void
         ) {
-            if let bytes { return completion(bytes) }
+            if let pieces { return completion(pieces) }
             if waiting != nil {
                 waiting!.append(completion)
                 return
@@ -286,7 +289,7 @@ package struct LiveEvent: Sendable {
             DispatchQueue.global().async {
                 let encoded = encode()
                 LiveActor.enqueue {
-                    self.bytes = encoded
+                    self.pieces = encoded
                     let callbacks = self.waiting ?? []
                     self.waiting = nil
                     callbacks.forEach { $0(encoded) }

@@ -35,8 +35,11 @@ extension LiveHub {
     @LiveActor final class PendingLoad {
         var waiters: [Waiter] = []
         var changes: [String: (seq: Int, item: ChangeItem)] = [:]
+        /// A library's members as they are read.
+        var members: LoadedMembers?
 
         func note(_ item: ChangeItem, seq: Int) {
+            members?.outdated.store(true, ordering: .relaxed)
             let earlier = changes[item.key]?.item
             changes[item.key] = (seq, earlier.map { $0.merged(with: item) } ?? item)
         }
@@ -103,7 +106,8 @@ extension LiveHub {
             // reader's (with `:memory:` that is the writer's, whose commits would wait).
             let members = LoadedMembers(
                 snapshotOf: request.resumeAfter == nil ? request.shape : nil,
-                encodingRows: rowsEncoder, largeLoads: largeLoads)
+                encodingRows: rowEncoder, largeLoads: largeLoads)
+            load.members = members
             store.load(target, members: { seq, expected, batch in members.add(&batch, seq: seq, expected: expected) }) {
                 result in
                 members.finish(result) {
@@ -135,7 +139,7 @@ extension LiveHub {
     }
 
     private func loaded(_ target: LiveTarget, _ result: Result<LoadedState, StoreError>, members: LoadedMembers) {
-        defer { if members.large { largeLoads?(false) } }  // once its models are tracked and attached
+        defer { members.endLargeLoad() }  // once its models are attached
         guard let load = loads.removeValue(forKey: target) else { return }
         defer { updateInbox() }
         let state: LoadedState

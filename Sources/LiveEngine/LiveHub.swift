@@ -39,12 +39,12 @@ package final class LiveHub {
     nonisolated let inbox: ChangeInbox
     /// How a stream encodes an event (`LiveEvent.wire`), set by the API layer: a refreshed kept
     /// snapshot is encoded with it ahead of the subscribers who keep joining (`KeptSnapshots`).
-    private nonisolated let eventEncoder = Mutex<(@Sendable (LiveEvent) -> [UInt8])?>(nil)
+    private nonisolated let eventEncoder = Mutex<(@Sendable (LiveEvent) -> [[UInt8]])?>(nil)
 
     /// How a stream encodes rows of a snapshot's table (`LiveEvent.encodedMembers`), set with
     /// `eventEncoder`: a library's load encodes its first subscriber's members as it reads them,
     /// beside the read, rather than all at once after it.
-    private nonisolated let rowEncoder = Mutex<RowEncoder?>(nil)
+    private nonisolated let rowEncoderHook = Mutex<RowEncoder?>(nil)
 
     /// Appends rows `range` of a table to the bytes, as the event encoder writes them between
     /// the brackets of a snapshot's members.
@@ -52,14 +52,14 @@ package final class LiveHub {
 
     /// Sets how a stream encodes an event, and the rows of a snapshot's table.
     package nonisolated func encodeEvents(
-        with encode: @escaping @Sendable (LiveEvent) -> [UInt8], rows: @escaping RowEncoder
+        with encode: @escaping @Sendable (LiveEvent) -> [[UInt8]], rows: @escaping RowEncoder
     ) {
         eventEncoder.withLock { $0 = encode }
-        rowEncoder.withLock { $0 = rows }
+        rowEncoderHook.withLock { $0 = rows }
     }
 
-    nonisolated var encoder: (@Sendable (LiveEvent) -> [UInt8])? { eventEncoder.withLock { $0 } }
-    nonisolated var rowsEncoder: RowEncoder? { rowEncoder.withLock { $0 } }
+    nonisolated var encoder: (@Sendable (LiveEvent) -> [[UInt8]])? { eventEncoder.withLock { $0 } }
+    nonisolated var rowEncoder: RowEncoder? { rowEncoderHook.withLock { $0 } }
 
     /// Told when a load of a large library starts making its members (true) and when it has made
     /// them (false), set by the server, which prepares the allocator for the burst (`HeapGrowth`).

@@ -120,6 +120,12 @@ import Testing
             #expect(EventEncoding.data(ahead) == data)  // the table's, then
             ahead.encodedMembers = LiveEvent.EncodedRows(rows)
             #expect(EventEncoding.data(ahead) == data)
+            // In pieces, for a stream of its own: the rows between the head and the end, as they are.
+            ahead.encodedMembers = LiveEvent.EncodedRows(rows)
+            let pieces = EventEncoding.pieces(ahead)
+            #expect(pieces.count == 3 && pieces[1] == rows)
+            #expect(Array(pieces.joined()) == encoded)
+            #expect(EventEncoding.pieces(ahead) == [encoded])  // taken: one piece, from the table
             ahead.encodedMembers = LiveEvent.EncodedRows(rows)
             ahead.members = table  // rows encoded ahead never outlive the table they were made of
             #expect(ahead.encodedMembers == nil)

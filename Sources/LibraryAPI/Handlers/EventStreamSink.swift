@@ -54,9 +54,9 @@ final class EventStreamSink: LiveEventSink {
             nextToken += 1
             queue.append(.encoding(token))
             stream.setSendBuffer(Self.largeSendBuffer)
-            event.wire.encodeElsewhere({ EventEncoding.encode(event) }) { [self] bytes in
+            event.wire.encodeElsewhere({ EventEncoding.pieces(event) }) { [self] pieces in
                 if let place = queue.firstIndex(where: { if case .encoding(token) = $0 { true } else { false } }) {
-                    queue[place] = .bytes(bytes[...])
+                    queue.replaceSubrange(place...place, with: pieces.map { .bytes($0[...]) })
                 }
                 pump()
             }

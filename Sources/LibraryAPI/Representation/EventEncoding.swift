@@ -29,6 +29,17 @@ enum EventEncoding {
         return json.finish(with: EventStreamFraming.eventEnd)
     }
 
+    /// An event of a stream of its own in pieces, written one after another: a snapshot whose rows
+    /// were encoded ahead (`LiveEvent.encodedMembers`) is its head, those rows as they are (70 MB
+    /// for a million members, not copied again) and its end; any other event is one piece.
+    static func pieces(_ event: LiveEvent) -> [[UInt8]] {
+        guard event.members != nil, let rows = event.encodedMembers?.take() else { return [encode(event)] }
+        var json = JSONWriter(after: EventStreamFraming.eventHead(kind: event.kind.rawValue, id: String(event.seq)))
+        let rowsAt = write(event, to: &json, rowsApart: true) ?? 0
+        let shell = json.finish(with: EventStreamFraming.eventEnd)
+        return [Array(shell[..<rowsAt]), rows, Array(shell[rowsAt...])]
+    }
+
     /// Rows `range` of a snapshot's table, as the event's members carry them between brackets:
     /// what a library's load encodes ahead, as it reads (`LiveEvent.encodedMembers`).
     static func appendRows(_ table: LiveEvent.MemberTable, _ range: Range<Int>, to bytes: inout [UInt8]) {
@@ -42,7 +53,11 @@ enum EventEncoding {
         return json.bytes
     }
 
-    private static func write(_ event: LiveEvent, to json: inout JSONWriter) {
+    /// Writes the event's JSON. With `rowsApart`, a snapshot's members' brackets are written empty,
+    /// and where their rows go between them is returned (`pieces`).
+    @discardableResult
+    private static func write(_ event: LiveEvent, to json: inout JSONWriter, rowsApart: Bool = false) -> Int? {
+        var rowsAt: Int?
         json.beginObject()
         if !event.isCollection {
             json.key("id")
@@ -58,7 +73,13 @@ enum EventEncoding {
         }
         if let members = event.members {
             json.key(event.isCollection ? "items" : "books")
-            if let rows = event.encodedMembers?.take() {
+            if rowsApart {
+                json.raw { bytes in
+                    bytes.append(UInt8(ascii: "["))
+                    rowsAt = bytes.count
+                    bytes.append(UInt8(ascii: "]"))
+                }
+            } else if let rows = event.encodedMembers?.take() {
                 json.raw { bytes in
                     bytes.append(UInt8(ascii: "["))
                     bytes.append(contentsOf: rows)
@@ -94,6 +115,7 @@ enum EventEncoding {
             if !event.isCollection { json.endObject() }
         }
         json.endObject()
+        return rowsAt
     }
 
     /// One page of a collection's snapshot on a stream of its own: the first page opens the
@@ -205,7 +227,7 @@ extension JSONWriter {
         }
     }
 
-    /// The keys of a table's columns, each after the comma before it: made once per table.
+    /// The keys of a table's columns, each after the comma before it: made once per run of rows.
     static func columnKeys(_ table: LiveEvent.MemberTable) -> [[UInt8]] {
         table.fields.map { [UInt8(ascii: ",")] + JSONKeys.key($0) }
     }
