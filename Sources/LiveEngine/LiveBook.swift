@@ -103,15 +103,12 @@ final class LoadedMembers: @unchecked Sendable {
     /// The first subscriber's snapshot, exact at the read's id, when it asked for the members.
     private(set) var snapshot: (shape: SubscriptionRequest.Shape, event: LiveEvent)?
 
-    /// Who is told that this load is large (`LiveHub.onLargeLoads`): at its first batch, and by
+    /// Who is told if this load is large (`LiveHub.onLargeLoads`): at its first batch, and by
     /// `endLargeLoad` once the models are in place.
-    private let largeLoads: (@Sendable (_ started: Bool) -> Void)?
+    private let largeLoads: LiveHub.LargeLoads?
     /// Whether `largeLoads` was told of the start: set on the reader's thread, read by
     /// `endLargeLoad` once the box has been handed over.
     private var isLarge = false
-    /// Members from which a load is large: about 8 MiB of records and models, a burst of
-    /// allocations worth preparing for.
-    static let largeLoadMembers = 10_000
     /// Set (on the live actor) when a change concerning the library arrives during the read: the
     /// snapshot made here will not be used (the library has moved past it), so its rows are no
     /// longer encoded.
@@ -129,7 +126,7 @@ final class LoadedMembers: @unchecked Sendable {
     init(
         snapshotOf shape: SubscriptionRequest.Shape?,
         encodingRows encodeRows: LiveHub.RowEncoder? = nil,
-        largeLoads: (@Sendable (_ started: Bool) -> Void)? = nil
+        largeLoads: LiveHub.LargeLoads? = nil
     ) {
         self.shape = shape.flatMap { $0.members ? $0 : nil }
         table = self.shape.map { LiveEvent.memberTable(for: $0, capacity: 0) }
@@ -148,9 +145,9 @@ final class LoadedMembers: @unchecked Sendable {
     /// forth between the two cores millions of times, slowing both threads (`perf`: a quarter of
     /// the load's CPU in `swift_retain` and `swift_release`).
     func add(_ records: inout [BookRecord], seq: Int, expected: Int) {
-        if !isLarge, expected >= Self.largeLoadMembers, let largeLoads {  // on the reader's thread
+        if !isLarge, let largeLoads, expected >= largeLoads.members {  // on the reader's thread
             isLarge = true
-            largeLoads(true)
+            largeLoads.hook(true)
         }
         let batch = HandedBatch()
         swap(&batch.records, &records)
@@ -214,7 +211,7 @@ final class LoadedMembers: @unchecked Sendable {
     /// Tells `largeLoads` that a large load has ended (on the live actor, once its models are
     /// attached); nothing for another load.
     func endLargeLoad() {
-        if isLarge { largeLoads?(false) }
+        if isLarge { largeLoads?.hook(false) }
     }
 
     /// A batch on its way from the reader to the queue, whose records the queue moves out.

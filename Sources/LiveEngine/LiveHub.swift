@@ -61,16 +61,25 @@ package final class LiveHub {
     nonisolated var encoder: (@Sendable (LiveEvent) -> [[UInt8]])? { eventEncoder.withLock { $0 } }
     nonisolated var rowEncoder: RowEncoder? { rowEncoderHook.withLock { $0 } }
 
-    /// Told when a load of a large library starts making its members (true) and when it has made
-    /// them (false), set by the server, which prepares the allocator for the burst (`HeapGrowth`).
-    private nonisolated let largeLoadHook = Mutex<(@Sendable (_ started: Bool) -> Void)?>(nil)
+    /// Who is told when a load of a large library starts making its members and when it has
+    /// made them, set by the server, which prepares the allocator for the burst (`HeapGrowth`).
+    private nonisolated let largeLoadHook = Mutex<LargeLoads?>(nil)
 
-    /// Sets who is told of large loads.
-    package nonisolated func onLargeLoads(_ hook: @escaping @Sendable (_ started: Bool) -> Void) {
-        largeLoadHook.withLock { $0 = hook }
+    /// Loads of libraries of at least `members` members, told to `hook`: true as one starts,
+    /// false once its models are attached.
+    package struct LargeLoads: Sendable {
+        let members: Int
+        let hook: @Sendable (_ started: Bool) -> Void
     }
 
-    nonisolated var largeLoads: (@Sendable (_ started: Bool) -> Void)? { largeLoadHook.withLock { $0 } }
+    /// Tells `hook` of the loads of libraries of at least `members` members.
+    package nonisolated func onLargeLoads(
+        from members: Int, _ hook: @escaping @Sendable (_ started: Bool) -> Void
+    ) {
+        largeLoadHook.withLock { $0 = LargeLoads(members: members, hook: hook) }
+    }
+
+    nonisolated var largeLoads: LargeLoads? { largeLoadHook.withLock { $0 } }
 
     private nonisolated init(store: any LiveStore, inboxCapacity: Int) {
         self.store = store

@@ -1,7 +1,7 @@
 import CSystemLinux
 import Synchronization
 
-/// Makes a thread's heap grow a whole mapping at a time while a large library loads.
+/// Makes a thread's heap grow a whole mapping at a time while a large library loads (`members`).
 ///
 /// glibc gives each arena heaps of 64 MiB of address space, made writable as they fill: a new heap
 /// `M_TOP_PAD` (128 KiB) past what was asked, then a page at a time, one `mprotect` per page, each
@@ -19,6 +19,10 @@ import Synchronization
 /// run they were 0.05 s faster still (the heaps made before the load grew a page at a time), at
 /// the cost of up to 64 MiB kept resident at the top of each arena's heap for good.
 final class HeapGrowth: Sendable {
+    /// Members from which a library's load is large: about 160 MiB of records and models, two
+    /// and a half heaps. A smaller one gains little (100,000 members load in about 0.1 s) and would
+    /// hold the pad up often, every time a busy server loads one of its libraries again.
+    static let members = 200_000
     /// A heap's size on 64-bit glibc (`HEAP_MAX_SIZE`): a pad this large makes a new heap writable whole.
     static let largePad: Int32 = 64 << 20
     /// glibc's default (`DEFAULT_TOP_PAD`, mallopt(3)).

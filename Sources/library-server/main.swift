@@ -102,7 +102,7 @@ for migration in store.appliedMigrationNames {
 let hub = LiveHub.start(store: store, heartbeatInterval: configuration.heartbeatInterval)
 // A large library's load grows the heaps by hundreds of MiB: a mapping at a time, not a page.
 let heapGrowth = HeapGrowth()
-hub.onLargeLoads { heapGrowth.load(started: $0) }
+hub.onLargeLoads(from: HeapGrowth.members) { heapGrowth.load(started: $0) }
 let api = LibraryAPI(
     store: store,
     hub: hub,

@@ -29,7 +29,7 @@ import Testing
         let library = try live.createLibrary()
         let ids = try Self.fill(live, library: library, count: 10_000)
         let largeLoads = Mutex<[Bool]>([])
-        live.hub.onLargeLoads { started in largeLoads.withLock { $0.append(started) } }
+        live.hub.onLargeLoads(from: 10_000) { started in largeLoads.withLock { $0.append(started) } }
         let stream = try live.events("/libraries/\(library)/events?fields=bookCount,books.title")
         let snapshot = try #require(try stream.next(timeout: 20_000))
         // Loaded in several batches (a thousand members each in debug builds), the snapshot
@@ -37,7 +37,8 @@ import Testing
         let members = try #require(snapshot.json["books"] as? [[String: Any]])
         #expect(members.compactMap { $0["id"] as? String } == ids)
         #expect(members.compactMap { $0["title"] as? String } == ids.indices.map { "T\($0)" })
-        // A load this large told the server once as it began and once as it ended; a small one never.
+        // A load this large (the size the hook asked for) told it once as it began and once as it
+        // ended; a small one never.
         let deadline = Date().addingTimeInterval(2)
         while largeLoads.withLock({ $0.count }) < 2, Date() < deadline { usleep(10_000) }
         #expect(largeLoads.withLock { $0 } == [true, false])
