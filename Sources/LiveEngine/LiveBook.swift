@@ -109,10 +109,11 @@ final class LoadedMembers: @unchecked Sendable {
     /// Whether `largeLoads` was told of the start: set on the reader's thread, read by
     /// `endLargeLoad` once the box has been handed over.
     private var isLarge = false
-    /// Set (on the live actor) when a change concerning the library arrives during the read: the
-    /// snapshot made here will not be used (the library has moved past it), so its rows are no
-    /// longer encoded.
-    let outdated = Atomic<Bool>(false)
+    /// The id of the newest change concerning the library noted during the load (0: none), set on
+    /// the live actor. Past the read's id the snapshot made here will not be used (the library
+    /// has moved past it; `LiveHub` applies that change to the models instead), so its rows are
+    /// no longer encoded. A change at or before the read's id is in the snapshot already.
+    private let newestChange = Atomic<Int>(0)
 
     /// How the snapshot's rows are encoded as they are read (nil: the snapshot is encoded whole
     /// when sent). A million members' rows take about 0.15 s to encode: here, beside the read,
@@ -173,7 +174,7 @@ final class LoadedMembers: @unchecked Sendable {
                     byID[id] = book  // ids are unique
                 }
             }
-            if outdated.load(ordering: .relaxed) {
+            if isOutdated(readAt: seq) {
                 encodedRows = []
             } else if let table, let encodeRows {
                 let start = table.count - records.count
@@ -198,7 +199,7 @@ final class LoadedMembers: @unchecked Sendable {
             if let shape, let table {
                 var event = LiveEvent.librarySnapshot(
                     id: library.id, seq: state.seq, shape: shape, fields: { library[$0] }, members: table)
-                if encodeRows != nil && !outdated.load(ordering: .relaxed) {
+                if encodeRows != nil && !isOutdated(readAt: state.seq) {
                     event.encodedMembers = LiveEvent.EncodedRows(encodedRows)
                 }
                 snapshot = (shape, event)
@@ -206,6 +207,17 @@ final class LoadedMembers: @unchecked Sendable {
             table = nil
             encodedRows = []
         }
+    }
+
+    /// Notes a change concerning the library, made at `seq`, that arrived during the load.
+    func noteChange(seq: Int) {
+        newestChange.max(seq, ordering: .relaxed)
+    }
+
+    /// Whether a change past `seq`, the read's id, has been noted: the snapshot read at `seq`
+    /// is then not the library's state when the models are attached.
+    private func isOutdated(readAt seq: Int) -> Bool {
+        newestChange.load(ordering: .relaxed) > seq
     }
 
     /// Tells `largeLoads` that a large load has ended (on the live actor, once its models are

@@ -39,7 +39,7 @@ extension LiveHub {
         var members: LoadedMembers?
 
         func note(_ item: ChangeItem, seq: Int) {
-            members?.outdated.store(true, ordering: .relaxed)
+            members?.noteChange(seq: seq)
             let earlier = changes[item.key]?.item
             changes[item.key] = (seq, earlier.map { $0.merged(with: item) } ?? item)
         }
