@@ -1,4 +1,5 @@
 import HTTPServer
+import JSON
 import LibraryDomain
 import LiveEngine
 import Logging
@@ -33,7 +34,7 @@ package final class LibraryAPI: HTTPResponder {
         self.healthProbe = HealthProbe(store: store)
         self.console = ConsoleFiles(directory: configuration.consoleDirectory)
         self.logsRequests = logger.logLevel <= .info
-        hub.encodeEvents(with: EventEncoding.pieces, rows: { EventEncoding.appendRows($0, $1, to: &$2) })
+        hub.encodeEvents(with: EventEncoding.pieces, rows: { JSONWriter.appendRows($0, $1, to: &$2) })
         reportMetrics()
     }
 

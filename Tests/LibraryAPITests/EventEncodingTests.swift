@@ -110,7 +110,7 @@ import Testing
             var start = 0
             while start < count {
                 let end = min(count, start + Int.random(in: 1...700, using: &random))
-                EventEncoding.appendRows(table, start..<end, to: &rows)
+                JSONWriter.appendRows(table, start..<end, to: &rows)
                 start = end
             }
             var ahead = event

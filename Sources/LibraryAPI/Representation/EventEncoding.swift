@@ -40,12 +40,6 @@ enum EventEncoding {
         return [Array(shell[..<rowsAt]), rows, Array(shell[rowsAt...])]
     }
 
-    /// Rows `range` of a snapshot's table, as the event's members carry them between brackets:
-    /// what a library's load encodes ahead, as it reads (`LiveEvent.encodedMembers`).
-    static func appendRows(_ table: LiveEvent.MemberTable, _ range: Range<Int>, to bytes: inout [UInt8]) {
-        JSONWriter.appendRows(table, range, to: &bytes)
-    }
-
     /// The JSON an event carries (for a collection's snapshot page, see `page`).
     static func data(_ event: LiveEvent) -> [UInt8] {
         var json = JSONWriter()
