@@ -81,6 +81,16 @@ package final class LiveHub {
 
     nonisolated var largeLoads: LargeLoads? { largeLoadHook.withLock { $0 } }
 
+    /// Who is told when a library of many members stops being watched and its models are let go,
+    /// set by the server, which then gives the memory they held back to the system (`HeapTrimmer`).
+    private nonisolated let largeDropHook = Mutex<(members: Int, hook: @Sendable () -> Void)?>(nil)
+
+    /// Tells `hook` (on the live actor, its models just let go) when a library of at least
+    /// `members` members stops being watched.
+    package nonisolated func onLargeDrops(from members: Int, _ hook: @escaping @Sendable () -> Void) {
+        largeDropHook.withLock { $0 = (members, hook) }
+    }
+
     private nonisolated init(store: any LiveStore, inboxCapacity: Int) {
         self.store = store
         inbox = ChangeInbox(capacity: inboxCapacity)
@@ -350,6 +360,7 @@ package final class LiveHub {
     func drop(_ library: LiveLibrary) {
         libraries[library.id] = nil
         updateInbox()
+        if let (members, hook) = largeDropHook.withLock({ $0 }), library.members.count >= members { hook() }
     }
 
     func keepAlive() {

@@ -15,10 +15,14 @@ import Synchronization
 /// a trim waited for 64 MiB free, and between trims the free pool's pages came back into use one
 /// by one, so `RssAnon` rose by tens of MiB over a run whose heap in use stayed flat. A trim takes
 /// 2 to 5 ms for 10 to 20 MiB, up to about 25 ms after a 100,000-member library's models are let
-/// go (`Benchmarks/memory.py`'s mixed run: one every 5 s or so).
+/// go (`Benchmarks/memory.py`'s mixed run: one every 5 s or so). When a large library's models are
+/// let go (`LiveHub.onLargeDrops`) it looks again at once.
 final class HeapTrimmer: Sendable {
     /// Resident free bytes past which a trim runs.
     static let threshold = 8 << 20
+    /// A library whose models, let go, are worth a look at once: 10,000 members held about
+    /// 8 MiB (`Benchmarks/memory.py`: 80 MiB for 100,000), as much as `threshold`.
+    static let largeLibrary = 10_000
     /// Trims run since start, for `/metrics`.
     let trims = Atomic<Int>(0)
     private let queue = DispatchQueue(label: "heap-trimmer", qos: .utility)
@@ -35,13 +39,25 @@ final class HeapTrimmer: Sendable {
         MemoryReadings.resident().anon - MemoryReadings.heapInUse
     }
 
+    /// Looks once more, shortly: after a burst of frees the server knows of (a large library's
+    /// models let go), so that what they held goes back now rather than at the next look. Until
+    /// then, a new load could take those pages in use again, and memory would not show what the
+    /// server holds for up to `interval`.
+    func lookSoon() {
+        queue.asyncAfter(deadline: .now() + .milliseconds(100)) { self.look() }
+    }
+
     private func scheduleLook() {
         queue.asyncAfter(deadline: .now() + interval) {
-            if Self.residentFree > Self.threshold && MemoryReadings.heapFree > Self.threshold {
-                csys_malloc_trim()
-                self.trims.add(1, ordering: .relaxed)
-            }
+            self.look()
             self.scheduleLook()
+        }
+    }
+
+    private func look() {
+        if Self.residentFree > Self.threshold && MemoryReadings.heapFree > Self.threshold {
+            csys_malloc_trim()
+            trims.add(1, ordering: .relaxed)
         }
     }
 }

@@ -146,6 +146,7 @@ api.metrics.addGauge("library_heap_free_bytes", help: "Heap memory freed but sti
     MemoryReadings.heapFree
 }
 let heapTrimmer = HeapTrimmer()
+hub.onLargeDrops(from: HeapTrimmer.largeLibrary) { heapTrimmer.lookSoon() }
 api.metrics.addCounter(
     "library_heap_trims_total",
     help: "Times the heap held over \(HeapTrimmer.threshold >> 20) MiB free in resident pages and was trimmed back "

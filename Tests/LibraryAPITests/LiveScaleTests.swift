@@ -70,6 +70,27 @@ import Testing
         #expect(live.hub.counters.applyWork.load(ordering: .relaxed) - before <= 8)
     }
 
+    /// A library of many members is told of once nobody watches it any more, its models let go
+    /// (the server then gives their memory back: `HeapTrimmer`); a small one never.
+    @Test func aLargeLibraryNoLongerWatched_IsToldOfOnceItsModelsAreLetGo() throws {
+        let live = try LiveServer()
+        let large = try live.createLibrary()
+        _ = try Self.fill(live, library: large, count: 2_000)
+        let small = try live.createLibrary()
+        _ = try live.createBook(in: small, title: "one")
+        let drops = Atomic<Int>(0)
+        live.hub.onLargeDrops(from: 2_000) { drops.add(1, ordering: .relaxed) }
+        for (library, expected) in [(small, 0), (large, 1)] {
+            var stream: EventStreamClient? = try live.events("/libraries/\(library)/events?fields=books.title")
+            _ = try #require(try stream?.next(timeout: 20_000))
+            stream = nil  // closes the connection
+            #expect(live.subscribers(settlingAt: 0) == 0)
+            let deadline = Date().addingTimeInterval(0.5)
+            while drops.load(ordering: .relaxed) < expected || Date() < deadline { usleep(10_000) }
+            #expect(drops.load(ordering: .relaxed) == expected)
+        }
+    }
+
     @Test func membersOfAWatchedLibrary_AreArmedAtTheirFirstChangeNotWhenItIsWatched() throws {
         let live = try LiveServer()
         let library = try live.createLibrary()
