@@ -165,8 +165,7 @@ final class MemoryRows: RecordRows {
     func adjustBookCount(ofLibrary id: String, by delta: Int, now: String) throws -> LibraryRecord? {
         guard var library = data.libraries[id] else { return nil }
         library.bookCount += delta
-        library.version += 1
-        library.updatedAt = now
+        library = stamped(library, now: now)
         setLibrary(library, id: id)
         return library
     }
@@ -233,13 +232,15 @@ final class MemoryRows: RecordRows {
     private func updated<Record: FieldRecord>(
         _ record: Record, changing changed: [Record.Field], to draft: Record.Draft, now: String
     ) -> Record {
+        stamped(Record(seq: record.seq) { changed.contains($0) ? draft[$0] : record[$0] }, now: now)
+    }
+
+    /// `record` as a write at `now` leaves it: its stamped fields (`ResourceField.stamped`) set, a
+    /// version more and updated `now`.
+    private func stamped<Record: FieldRecord>(_ record: Record, now: String) -> Record {
         Record(seq: record.seq) { field in
-            if changed.contains(field) { return draft[field] }
-            switch field.descriptor.column {
-            case "version": return .int(record[field].requiredInt + 1)
-            case "updated_at": return .string(now)
-            default: return record[field]
-            }
+            guard field.descriptor.stamped else { return record[field] }
+            return field.descriptor.kind == .timestamp ? .string(now) : .int(record[field].requiredInt + 1)
         }
     }
 }

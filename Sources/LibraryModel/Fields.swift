@@ -40,6 +40,9 @@ public struct FieldDescriptor: Sendable, Hashable {
     public let writable: Bool
     /// Whether a collection of books is filtered by it (`/books?author=…`).
     public let filterable: Bool
+    /// Whether every write of the resource sets it, by itself: the version (one more) and the time
+    /// of the write.
+    public let stamped: Bool
     /// The value a whole representation (POST, PUT) takes when it leaves a writable field out;
     /// nil makes the field required there.
     public let defaultValue: FieldValue?
@@ -48,7 +51,8 @@ public struct FieldDescriptor: Sendable, Hashable {
 
     init(
         _ name: String, column: String, _ kind: FieldKind, nullable: Bool = false, writable: Bool = false,
-        filterable: Bool = false, default defaultValue: FieldValue? = nil, rule: FieldRule? = nil
+        filterable: Bool = false, stamped: Bool = false, default defaultValue: FieldValue? = nil,
+        rule: FieldRule? = nil
     ) {
         self.name = name
         self.column = column
@@ -56,6 +60,7 @@ public struct FieldDescriptor: Sendable, Hashable {
         self.nullable = nullable
         self.writable = writable
         self.filterable = filterable
+        self.stamped = stamped
         self.defaultValue = defaultValue ?? (nullable ? .null : nil)
         self.rule = rule
     }
@@ -70,6 +75,8 @@ public protocol ResourceField: CaseIterable, Hashable, Sendable, RawRepresentabl
     static var names: [String] { get }
     /// The fields a client writes, in table order.
     static var writable: [Self] { get }
+    /// The fields every write sets by itself (the version and the update time), in table order.
+    static var stamped: [Self] { get }
 }
 
 extension ResourceField {
@@ -96,6 +103,7 @@ public enum LibraryField: Int, ResourceField {
     public static let table = allCases.map(\.row)
     public static let names = table.map(\.name)
     public static let writable = allCases.filter { table[$0.rawValue].writable }
+    public static let stamped = allCases.filter { table[$0.rawValue].stamped }
 
     private var row: FieldDescriptor {
         switch self {
@@ -104,9 +112,9 @@ public enum LibraryField: Int, ResourceField {
         case .address:
             FieldDescriptor("address", column: "address", .text, nullable: true, writable: true, rule: .length(0...500))
         case .bookCount: FieldDescriptor("bookCount", column: "book_count", .integer)
-        case .version: FieldDescriptor("version", column: "version", .integer)
+        case .version: FieldDescriptor("version", column: "version", .integer, stamped: true)
         case .createdAt: FieldDescriptor("createdAt", column: "created_at", .timestamp)
-        case .updatedAt: FieldDescriptor("updatedAt", column: "updated_at", .timestamp)
+        case .updatedAt: FieldDescriptor("updatedAt", column: "updated_at", .timestamp, stamped: true)
         }
     }
 }
@@ -118,6 +126,7 @@ public enum BookField: Int, ResourceField {
     public static let table = allCases.map(\.row)
     public static let names = table.map(\.name)
     public static let writable = allCases.filter { table[$0.rawValue].writable }
+    public static let stamped = allCases.filter { table[$0.rawValue].stamped }
     /// The fields a collection of books is filtered by, in table order.
     public static let filterable = allCases.filter { table[$0.rawValue].filterable }
     /// The field that names the library a book belongs to: the relation that membership, a
@@ -144,9 +153,9 @@ public enum BookField: Int, ResourceField {
         case .available:
             FieldDescriptor(
                 "available", column: "available", .boolean, writable: true, filterable: true, default: .bool(true))
-        case .version: FieldDescriptor("version", column: "version", .integer)
+        case .version: FieldDescriptor("version", column: "version", .integer, stamped: true)
         case .createdAt: FieldDescriptor("createdAt", column: "created_at", .timestamp)
-        case .updatedAt: FieldDescriptor("updatedAt", column: "updated_at", .timestamp)
+        case .updatedAt: FieldDescriptor("updatedAt", column: "updated_at", .timestamp, stamped: true)
         }
     }
 }

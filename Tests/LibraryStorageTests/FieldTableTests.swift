@@ -222,6 +222,19 @@ import Testing
         }
     }
 
+    /// Every write sets the stamped fields by itself: the memory store by their kinds (an integer
+    /// one more, a timestamp the write's time), the SQL writes (`SQLRows`) by these columns.
+    @Test func `each resource's stamped fields are its version and its update time, the server's`() {
+        func check<Field: ResourceField>(_: Field.Type) {
+            let stamped = Field.stamped.map(\.descriptor)
+            #expect(stamped.map(\.column) == ["version", "updated_at"])
+            #expect(stamped.map(\.kind) == [.integer, .timestamp])
+            #expect(stamped.allSatisfy { !$0.writable && !$0.nullable })
+        }
+        check(LibraryField.self)
+        check(BookField.self)
+    }
+
     @Test func `the filterable fields are the book list's filters`() {
         #expect(BookField.allCases.filter(\.descriptor.filterable) == [.libraryId, .author, .available])
         #expect(LibraryField.allCases.filter(\.descriptor.filterable).isEmpty)

@@ -10,6 +10,9 @@ package final class LibraryWriter {
     /// What this write changed, one item per resource, in the order first touched.
     package private(set) var items: [ChangeItem] = []
     private var itemIndex: [String: Int] = [:]
+    /// The fields every write of a book, or of a library, changes besides what it was asked to.
+    private static let bookStamps = Set(BookField.stamped)
+    private static let libraryStamps = Set(LibraryField.stamped)
 
     package init(rows: any RecordRows) {
         self.rows = rows
@@ -108,7 +111,7 @@ package final class LibraryWriter {
             } else if field.descriptor.filterable, case .bool(let now) = value {
                 before[field] = .bool(!now)
             }
-            note(.book(book, fields: [field, .version, .updatedAt], before: before, deleted: false))
+            note(.book(book, fields: Self.bookStamps.union([field]), before: before, deleted: false))
             return book
         }
         return try updateBook(id: id, if: precondition) { patch.applied(to: $0) }
@@ -154,7 +157,7 @@ package final class LibraryWriter {
     /// A book joining or leaving changes the library's `bookCount`, which is a change of the library.
     private func adjustBookCount(of libraryID: String, by delta: Int, at now: String) throws {
         if let library = try rows.adjustBookCount(ofLibrary: libraryID, by: delta, now: now) {
-            note(.library(library, fields: [.bookCount, .version, .updatedAt], deleted: false))
+            note(.library(library, fields: Self.libraryStamps.union([.bookCount]), deleted: false))
         }
     }
 
