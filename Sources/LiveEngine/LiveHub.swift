@@ -65,12 +65,15 @@ package final class LiveHub {
     /// made them, set by the server, which prepares the allocator for the burst (`HeapGrowth`).
     private nonisolated let largeLoadHook = Mutex<LargeLoads?>(nil)
 
-    /// Loads of libraries of at least `members` members, told to `hook`: true as one starts,
-    /// false once its models are attached.
-    package struct LargeLoads: Sendable {
+    /// A hook told of libraries of at least `members` members.
+    package struct SizedHook<Event>: Sendable {
         let members: Int
-        let hook: @Sendable (_ started: Bool) -> Void
+        let hook: @Sendable (Event) -> Void
     }
+
+    /// Loads of large libraries, told to `hook`: true as one starts, false once its models are
+    /// attached.
+    package typealias LargeLoads = SizedHook<Bool>
 
     /// Tells `hook` of the loads of libraries of at least `members` members.
     package nonisolated func onLargeLoads(
@@ -83,12 +86,12 @@ package final class LiveHub {
 
     /// Who is told when a library of many members stops being watched and its models are let go,
     /// set by the server, which then gives the memory they held back to the system (`HeapTrimmer`).
-    private nonisolated let largeDropHook = Mutex<(members: Int, hook: @Sendable () -> Void)?>(nil)
+    private nonisolated let largeDropHook = Mutex<SizedHook<Void>?>(nil)
 
     /// Tells `hook` (on the live actor, its models just let go) when a library of at least
     /// `members` members stops being watched.
     package nonisolated func onLargeDrops(from members: Int, _ hook: @escaping @Sendable () -> Void) {
-        largeDropHook.withLock { $0 = (members, hook) }
+        largeDropHook.withLock { $0 = SizedHook(members: members, hook: hook) }
     }
 
     private nonisolated init(store: any LiveStore, inboxCapacity: Int) {
@@ -360,7 +363,7 @@ package final class LiveHub {
     func drop(_ library: LiveLibrary) {
         libraries[library.id] = nil
         updateInbox()
-        if let (members, hook) = largeDropHook.withLock({ $0 }), library.members.count >= members { hook() }
+        if let drops = largeDropHook.withLock({ $0 }), library.members.count >= drops.members { drops.hook(()) }
     }
 
     func keepAlive() {
