@@ -42,6 +42,11 @@ for path in sys.argv[1:]:
     ast.parse(open(path).read(), path)' "$HERE"/*.py "$HERE"/lib/*.py || { echo "FAIL: a benchmark script does not parse" >&2; failed=1; }
 # The tools' own tests (figures.py's blocks, profile_join.py's attribution of samples).
 python3 -m unittest discover -s "$HERE/tests" || { echo "FAIL: Benchmarks/tests" >&2; failed=1; }
+# The first join's floor (SQLite alone stepping through a library's members) builds and reads a
+# library of the smoke database (100 members; it fails on none).
+{ cc -O2 -Wall -Werror -std=gnu11 -o "$WORK/join-floor" "$HERE/join-floor.c" -lsqlite3 \
+    && "$WORK/join-floor" "$WORK/smoke.sqlite" 00000000-0000-4000-8000-000000000001 2; } \
+    || { echo "FAIL: join-floor.c" >&2; failed=1; }
 for workload in get list post patch mix; do
     line=$(BENCH_LUA="$HERE/wrk" BOOKS=1200 LIBRARIES=12 \
         timeout 30 wrk -t1 -c4 -d1s -s "$HERE/wrk/$workload.lua" "http://127.0.0.1:$PORT" | grep '^RESULT ')

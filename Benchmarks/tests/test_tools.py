@@ -15,6 +15,7 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # Benchmarks
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "lib"))
 import autogroup  # noqa: E402
+import bench  # noqa: E402
 import benchlib  # noqa: E402
 import figures  # noqa: E402
 import profile_join  # noqa: E402
@@ -216,6 +217,17 @@ class Autogroup(unittest.TestCase):
         self.assertEqual(autogroup.turn_off(), ("off", None))
         autogroup.restore(None)
         self.assertEqual(self.flag(), "0")
+
+
+class TargetNote(unittest.TestCase):
+    """bench.py's target column says which part of a target (the ratio, the p99) was missed."""
+
+    def test_each_outcome(self):
+        row = {"target": 1.5, "ratio": 1.81, "met": True}
+        self.assertEqual(bench.target_note(row), " (≥ 1.5× met)")
+        self.assertEqual(bench.target_note(dict(row, met=False)), " (≥ 1.5× met; p99 no worse: MISSED)")
+        self.assertEqual(bench.target_note(dict(row, ratio=1.2, met=False)), " (≥ 1.5× MISSED)")
+        self.assertEqual(bench.target_note({"target": None, "ratio": 3.0, "met": None}), "")
 
 
 if __name__ == "__main__":
