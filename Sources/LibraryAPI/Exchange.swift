@@ -103,6 +103,8 @@ final class Exchange: Sendable {
     private func decorate(_ response: HTTPResponse) -> HTTPResponse {
         var response = response
         response.headers.set("X-Request-ID", requestID)
+        // No browser may take a JSON answer (or a problem's) for a script or a page.
+        response.headers.set("X-Content-Type-Options", "nosniff")
         // Data that changes at any time: no cache may guess a freshness of its own (REDbot). With
         // an ETag a cache may keep it and revalidate with If-None-Match; without one, keeping it
         // is of no use.

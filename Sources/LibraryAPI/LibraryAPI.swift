@@ -169,8 +169,10 @@ package final class LibraryAPI: HTTPResponder {
         }
         switch (route, method) {
         case (_, "OPTIONS"): break  // CORS preflights carry no credentials
-        case (.events, "POST"), (.eventStream, "POST"):
-            try authorizeRead(request, stream: true)  // a stream and its watches: reading, not writing
+        case (.events, "POST"):
+            try authorizeRead(request, stream: true)  // a stream: reading, not writing
+        case (.eventStream, "POST"):
+            try authorizeRead(request, stream: false)  // its watches: reading, but no token in the URL
         case (_, "POST"), (_, "PUT"), (_, "PATCH"), (_, "DELETE"): try authorize(request)
         case (.health, _), (.openAPI, _), (.console, _): break  // open to probes, tools and browsers: no data in them
         case (.libraryEvents, _), (.bookEvents, _), (.librariesEvents, _), (.booksEvents, _), (.events, _):

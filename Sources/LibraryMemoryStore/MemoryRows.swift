@@ -106,7 +106,10 @@ final class MemoryRows: RecordRows {
         }
     }
 
-    func rememberedAnswer(forKey key: String) throws -> RememberedAnswer? { data.answers[key]?.answer }
+    func rememberedAnswer(forKey key: String, now: Int) throws -> RememberedAnswer? {
+        guard let kept = data.answers[key], kept.created >= now - RememberedAnswer.retention else { return nil }
+        return kept.answer
+    }
 
     /// Up to `limit` rows after `seq` that `row` gives, and where the next page starts.
     private func page<Record: FieldRecord>(

@@ -3,10 +3,11 @@ import LibraryDomain
 /// The answers kept for `Idempotency-Key`s, in `idempotency_keys` (migration 0006, PostgreSQL's
 /// 0002): written in the transaction of the write they answer (`RememberedAnswer`).
 extension SQLReader {
-    /// The answer kept for `key`, if any.
-    package func rememberedAnswer(forKey key: String) throws -> RememberedAnswer? {
+    /// The answer kept for `key`, if any and not expired at `now`.
+    package func rememberedAnswer(forKey key: String, now: Int) throws -> RememberedAnswer? {
         try session.first(
-            "SELECT fingerprint, status, headers, body FROM idempotency_keys WHERE key = ?", [.text(key)]
+            "SELECT fingerprint, status, headers, body FROM idempotency_keys WHERE key = ? AND created_at >= ?",
+            [.text(key), .int(now - RememberedAnswer.retention)]
         ) { row in
             let headers = row.text(2).split(separator: "\n").compactMap { line -> (String, String)? in
                 guard let colon = line.firstIndex(of: ":") else { return nil }
@@ -26,6 +27,10 @@ extension SQLRows {
     /// Keeps `answer` for `key`, in this write's transaction, and prunes a few expired answers.
     func remember(_ answer: RememberedAnswer, forKey key: String, now: Int) throws {
         let headers = answer.headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
+        // The key's expired answer, if it was not pruned yet, makes way for this one.
+        _ = try session.run(
+            "DELETE FROM idempotency_keys WHERE key = ? AND created_at < ?",
+            [.text(key), .int(now - RememberedAnswer.retention)])
         _ = try session.run(
             "INSERT INTO idempotency_keys (key, fingerprint, status, headers, body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
             [

@@ -27,7 +27,9 @@ final class SQLRows: RecordRows {
     func books(_ filter: BookFilter, after seq: Int, limit: Int) throws -> Page<BookRecord> {
         try reader.books(filter, after: seq, limit: limit)
     }
-    func rememberedAnswer(forKey key: String) throws -> RememberedAnswer? { try reader.rememberedAnswer(forKey: key) }
+    func rememberedAnswer(forKey key: String, now: Int) throws -> RememberedAnswer? {
+        try reader.rememberedAnswer(forKey: key, now: now)
+    }
 
     func insertLibrary(_ draft: LibraryDraft, id: String, now: String) throws -> LibraryRecord {
         try insert(draft, id: id, into: Tables.libraries, now: now)

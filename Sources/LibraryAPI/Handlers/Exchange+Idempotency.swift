@@ -18,7 +18,7 @@ extension Exchange {
     /// A `POST` that creates: as `write`, and when the request carries an `Idempotency-Key`, its
     /// answer is kept with the write, in the same transaction.
     ///
-    /// A retry with the same key and the same request (method, path and body) then gets the first
+    /// A retry with the same key and the same request (method, path, query and body) then gets the first
     /// answer, status, headers and body, and writes nothing, whichever replica it reaches: a
     /// client whose answer was lost (a cut connection, a timeout, a lost answer to `COMMIT`) can
     /// send it again safely. The same key with another request is a 422: it names a different
@@ -29,7 +29,9 @@ extension Exchange {
         respond: @escaping @Sendable (T) -> HTTPResponse
     ) throws(APIError) {
         guard let key = try Self.idempotencyKey(request) else { return write(resource, work, respond: respond) }
-        let fingerprint = SHA256.hex(of: Array("\(request.method) \(request.path)\n".utf8) + request.body)
+        // The query is part of the request: a retry with another query is another operation.
+        let target = request.query.map { "\(request.path)?\($0)" } ?? request.path
+        let fingerprint = SHA256.hex(of: Array("\(request.method) \(target)\n".utf8) + request.body)
         write(
             resource,
             { writer -> HTTPResponse in

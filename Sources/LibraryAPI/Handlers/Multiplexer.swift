@@ -27,6 +27,8 @@ final class Multiplexer {
     @LiveActor final class Part {
         let watch: String
         let target: LiveTarget
+        /// What the watch names, however it is spelled: a stream carries each at most once.
+        let key: WatchKey
         let watchJSON: [UInt8]
         /// Its part of the stream's frame ids (`Multiplexer.watchTag`), computed once.
         let tag: String
@@ -36,16 +38,21 @@ final class Multiplexer {
         /// Its resource was deleted (its `delete` is its last event).
         var deleted = false
         /// Removed by the client while its snapshot was still being written: it goes once settled.
+        /// It is no longer the stream's watch of its text (`Multiplexer.active`), so the same
+        /// text added again is a new watch with a snapshot of its own.
         var removing = false
+        /// Gone from the stream: unsubscribed, nothing of it left to write.
+        var dropped = false
         var snapshot: LiveEvent?
         var change: FoldedChange?
         var delete: LiveEvent?
         /// A page of its collection snapshot waiting for the frame to be free.
         var waitingPage: (event: LiveEvent, next: @Sendable @LiveActor () -> Void)?
 
-        init(watch: String, target: LiveTarget) {
+        init(watch: String, request: SubscriptionRequest) {
             self.watch = watch
-            self.target = target
+            self.target = request.target
+            self.key = WatchKey(request)
             var json = JSONWriter()
             json.string(watch)
             watchJSON = json.bytes
@@ -61,11 +68,22 @@ final class Multiplexer {
     nonisolated static let maxWatches = 100
     /// The most watches one stream opened by `POST /events` carries (their text comes in the body).
     nonisolated static let maxPostedWatches = 10_000
+    /// The most watches of one target (one book, one library, one collection with its filters) a
+    /// stream carries, whatever their fields: each is a snapshot of its own, and a library's is
+    /// its whole membership.
+    nonisolated static let maxWatchesPerTarget = 8
     /// Writes queued on the connection past which frames wait (and changes fold).
     static let maxBacklog = 32
 
     let hub: LiveHub
-    private(set) var parts: [Part]
+    /// The stream's watches by text, and by what they name: every side-channel call costs work
+    /// for the watches it names, never for every watch the stream holds.
+    private var active: [String: Part] = [:]
+    private var activeKeys: [WatchKey: Part] = [:]
+    /// How many of the stream's watches each target has (`maxWatchesPerTarget` at most).
+    private var perTarget: [LiveTarget: Int] = [:]
+    /// Every watch with a subscription, the removed ones among them until they settle.
+    private var subscribed: [ObjectIdentifier: Part] = [:]
     let tag: String
     /// The id `POST /events/{streamId}` names this stream by (streams opened by `POST` only).
     var streamID: String?
@@ -79,6 +97,10 @@ final class Multiplexer {
     private var frameEntries: Int?
     /// The watch whose snapshot pages are being written into the open frame.
     private var paging: Part?
+    /// Watches with a snapshot page waiting for the frame to be free, in the order they came
+    /// (from `waitingHead` on).
+    private var waitingPages: [Part] = []
+    private var waitingHead = 0
 
     /// Whether the client has hung up: outcomes that arrive then end the work instead of
     /// building snapshots for nobody.
@@ -90,7 +112,12 @@ final class Multiplexer {
     init(hub: LiveHub, parts: [Part], tagged: Bool = true, peerHasGone: @escaping @Sendable () -> Bool) {
         self.hub = hub
         self.peerHasGone = peerHasGone
-        self.parts = parts
+        for part in parts {
+            active[part.watch] = part
+            activeKeys[part.key] = part
+            perTarget[part.target, default: 0] += 1
+            subscribed[ObjectIdentifier(part)] = part
+        }
         state = MultiplexerState(watches: parts.count, now: DispatchTime.now().uptimeNanoseconds)
         tag = tagged ? parts.map(\.tag).sorted().joined() : ""
     }
@@ -195,10 +222,12 @@ final class Multiplexer {
     /// watch is at. A watch already on the stream is left as it is.
     func add(_ watches: [(watch: String, request: SubscriptionRequest)]) {
         guard state.isLive else { return }
-        let present = Set(parts.map(\.watch))
-        for (watch, request) in watches where !present.contains(watch) {
-            let part = Part(watch: watch, target: request.target)
-            parts.append(part)
+        for (watch, request) in watches where active[watch] == nil {
+            let part = Part(watch: watch, request: request)
+            active[watch] = part
+            activeKeys[part.key] = part
+            perTarget[part.target, default: 0] += 1
+            subscribed[ObjectIdentifier(part)] = part
             state.watchAdded()
             hub.subscribe(
                 request,
@@ -212,19 +241,23 @@ final class Multiplexer {
     }
 
     private func added(_ part: Part, _ outcome: LiveHub.Outcome) {
-        guard state.isLive, !part.removing || part.subscriberID == nil else {
+        guard state.isLive else {
             if let id = part.subscriberID { hub.unsubscribe(id, from: part.target) }
             part.subscriberID = nil
             return
         }
         switch outcome {
         case .subscribed:
-            break  // settles when its snapshot is handed over
+            // Settles when its first events are handed over, and goes then if it was removed
+            // meanwhile: unsubscribing it now would leave the stream waiting for it for good.
+            break
         case .notFound, .deletedBeyondHistory, .absentWithoutTrace:
             // Not a refusal of the whole stream: this watch's resource is gone, as a `delete` says.
-            part.delete = LiveEvent(kind: .delete, seq: hub.position, id: part.target.resourceID ?? "")
-            part.deleted = true
-            list(part)
+            if !part.removing {
+                part.delete = LiveEvent(kind: .delete, seq: hub.position, id: part.target.resourceID ?? "")
+                part.deleted = true
+                list(part)
+            }
             settle(part, through: 0)
             scheduleFlush()
         case .failed:
@@ -237,28 +270,65 @@ final class Multiplexer {
 
     /// Watches removed while the stream runs: their subscriptions go and nothing more is written
     /// for them. One whose snapshot is still being written goes when it is done.
-    func remove(_ watches: Set<String>) {
-        for part in parts where watches.contains(part.watch) {
+    func remove(_ watches: [String]) {
+        for watch in watches {
+            guard let part = active.removeValue(forKey: watch) else { continue }
+            activeKeys[part.key] = nil
+            perTarget[part.target]! -= 1
+            if perTarget[part.target] == 0 { perTarget[part.target] = nil }
             part.removing = true
             if part.settled && paging !== part { drop(part) }
         }
         scheduleFlush()
     }
 
+    /// Why the stream cannot take `remove` and then `add`, if it cannot: more watches than a
+    /// stream carries, more of one target than `maxWatchesPerTarget`, or an added watch naming
+    /// what a held one names (the same target and fields, spelled otherwise). Costs work for the
+    /// watches named only.
+    func refusal(removing: [String], adding: [(watch: String, request: SubscriptionRequest)]) -> APIError? {
+        let removed = Set(removing)
+        var count = active.count
+        var targets: [LiveTarget: Int] = [:]
+        for watch in removed {
+            guard let part = active[watch] else { continue }
+            count -= 1
+            targets[part.target, default: perTarget[part.target] ?? 0] -= 1
+        }
+        for (watch, request) in adding {
+            if let held = activeKeys[WatchKey(request)], !removed.contains(held.watch) {
+                guard held.watch == watch else {
+                    return LibraryAPI.badWatch(watch, "names what \"\(held.watch.prefix(300))\" names.")
+                }
+                continue  // already on the stream: left as it is
+            }
+            count += 1
+            let held = targets[request.target, default: perTarget[request.target] ?? 0] + 1
+            targets[request.target] = held
+            if held > Self.maxWatchesPerTarget {
+                return LibraryAPI.badWatch(watch, LibraryAPI.perTargetRefusal(request.target))
+            }
+        }
+        guard count <= Self.maxPostedWatches else {
+            return .badRequest("A stream carries at most \(Self.maxPostedWatches) watches; this change makes \(count).")
+        }
+        return nil
+    }
+
+    /// Takes a watch off the stream: its subscription goes, and whatever waits for it is not written
+    /// (its place in `pending`, if any, is passed over by the next flush).
     private func drop(_ part: Part) {
+        guard !part.dropped else { return }
+        part.dropped = true
         if let id = part.subscriberID { hub.unsubscribe(id, from: part.target) }
         part.subscriberID = nil
-        parts.removeAll { $0 === part }
-        if part.listed {
-            pending.removeAll { $0 === part }
-            part.listed = false
-        }
+        subscribed[ObjectIdentifier(part)] = nil
         (part.snapshot, part.change, part.delete, part.waitingPage) = (nil, nil, nil, nil)
     }
 
     private func unsubscribeAll() {
         if let streamID { Self.open[streamID] = nil }
-        for part in parts {
+        for part in subscribed.values {
             if let id = part.subscriberID { hub.unsubscribe(id, from: part.target) }
             part.subscriberID = nil
         }
@@ -318,6 +388,7 @@ final class Multiplexer {
         // written, unless its first page is already in the open frame.
         if part.removing && paging !== part { return next() }
         guard let stream, state.isOpen, paging == nil || paging === part else {
+            if part.waitingPage == nil { waitingPages.append(part) }
             part.waitingPage = (event, next)
             return
         }
@@ -349,11 +420,21 @@ final class Multiplexer {
 
     private func startWaitingPage() {
         guard paging == nil, stream != nil else { return }
-        guard let part = parts.first(where: { $0.waitingPage != nil }), let (event, next) = part.waitingPage else {
-            return scheduleFlush()
-        }
+        guard let part = nextWaitingPage(), let (event, next) = part.waitingPage else { return scheduleFlush() }
         part.waitingPage = nil
         page(part, event, then: next)
+    }
+
+    /// The first watch in line with a page still waiting (one dropped meanwhile has none).
+    private func nextWaitingPage() -> Part? {
+        while waitingHead < waitingPages.count {
+            let part = waitingPages[waitingHead]
+            waitingHead += 1
+            if part.waitingPage != nil { return part }
+        }
+        waitingPages.removeAll(keepingCapacity: true)
+        waitingHead = 0
+        return nil
     }
 
     func keepAlive() {

@@ -46,22 +46,19 @@ extension LibraryAPI {
     /// (it ended, or another replica holds it): the client opens a new stream instead.
     func changeWatches(of streamID: String, _ exchange: Exchange) throws(APIError) {
         let body = try WatchChanges(exchange.request)
-        let added = try body.add.map { watch throws(APIError) in (watch, try Self.watchRequest(watch)) }
+        let added = Array(zip(body.add, try Self.watchRequests(body.add)))
         LiveActor.enqueue {
             guard let multiplexer = Multiplexer.open[streamID] else {
                 return exchange.fail(
                     APIError.notFound("No stream \(streamID) is open on this server; open a new one with POST /events.")
                 )
             }
-            let count = Set(multiplexer.parts.map(\.watch)).subtracting(body.remove).union(body.add).count
-            guard count <= Multiplexer.maxPostedWatches else {
-                return exchange.fail(
-                    APIError.badRequest(
-                        "A stream carries at most \(Multiplexer.maxPostedWatches) watches; this change makes \(count).")
-                )
+            let adding = added.map { (watch: $0.0, request: $0.1) }
+            if let refusal = multiplexer.refusal(removing: body.remove, adding: adding) {
+                return exchange.fail(refusal)
             }
-            multiplexer.remove(Set(body.remove))
-            multiplexer.add(added.map { (watch: $0.0, request: $0.1) })
+            multiplexer.remove(body.remove)
+            multiplexer.add(adding)
             exchange.finish(HTTPResponse(status: .noContent))
         }
     }
@@ -73,16 +70,34 @@ extension LibraryAPI {
         return head
     }
 
-    /// Each watch checked and turned into its subscription; the same watch twice is a 400.
+    /// Each watch checked and turned into its subscription. The same watch twice is a 400, and so
+    /// are two that name one target and fields however they are spelled (`fields=a,b` and
+    /// `fields=b,a`): the stream would build and send the same snapshot and events twice.
     private static func watchRequests(_ watches: [String]) throws(APIError) -> [SubscriptionRequest] {
-        var seen: Set<String> = []
+        var seen: [WatchKey: String] = [:]
+        var perTarget: [LiveTarget: Int] = [:]
         var requests: [SubscriptionRequest] = []
         requests.reserveCapacity(watches.count)
+        seen.reserveCapacity(watches.count)
         for watch in watches {
-            guard seen.insert(watch).inserted else { throw Self.badWatch(watch, "is given more than once.") }
-            requests.append(try Self.watchRequest(watch))
+            let request = try Self.watchRequest(watch)
+            if let first = seen.updateValue(watch, forKey: WatchKey(request)) {
+                guard first != watch else { throw Self.badWatch(watch, "is given more than once.") }
+                throw Self.badWatch(watch, "names what \"\(first.prefix(300))\" names.")
+            }
+            perTarget[request.target, default: 0] += 1
+            guard perTarget[request.target]! <= Multiplexer.maxWatchesPerTarget else {
+                throw Self.badWatch(watch, perTargetRefusal(request.target))
+            }
+            requests.append(request)
         }
         return requests
+    }
+
+    /// Why a watch past `Multiplexer.maxWatchesPerTarget` of its target is refused.
+    static func perTargetRefusal(_ target: LiveTarget) -> String {
+        "is one watch too many of one target (\(describe(target))): a stream carries at most "
+            + "\(Multiplexer.maxWatchesPerTarget) of one target, whatever their fields (each is a snapshot of its own)."
     }
 
     private func openWatches(
@@ -94,7 +109,7 @@ extension LibraryAPI {
             // Requests queue here when many arrive at once: one whose client has hung up meanwhile
             // costs nothing more (no loads, no snapshots).
             guard !exchange.peerHasGone else { return exchange.abandon() }
-            let parts = zip(watches, subscriptions).map { Multiplexer.Part(watch: $0, target: $1.target) }
+            let parts = zip(watches, subscriptions).map { Multiplexer.Part(watch: $0, request: $1) }
             let multiplexer = Multiplexer(
                 hub: hub, parts: parts, tagged: tagged, peerHasGone: { exchange.peerHasGone })
             // A stream opened by POST can change its watches later (`POST /events/{streamId}`).
@@ -166,6 +181,10 @@ extension LibraryAPI {
 
     /// A watch: the path and query of a single stream without its `/events` suffix.
     static func watchRequest(_ watch: String) throws(APIError) -> SubscriptionRequest {
+        guard watch.utf8.count <= maxWatchLength else {
+            throw badWatch(
+                watch, "is longer than \(maxWatchLength) bytes; a stream repeats a watch's text in every entry.")
+        }
         guard watch.hasPrefix("/") else {
             throw badWatch(watch, "is not a stream's path; a watch looks like /libraries/{id}?fields=name.")
         }
@@ -193,14 +212,42 @@ extension LibraryAPI {
             guard try query.string("lastEventId") == nil else {
                 throw APIError.badRequest("a watch carries no lastEventId; the stream's Last-Event-ID resumes it.")
             }
+            // A stream repeats a watch's text in every entry, and a parameter that means nothing
+            // would make one target many watches: a watch takes only what it uses.
+            var known = ["fields"]
+            if case .books = target { known += BookField.filterable.map(\.name) }
+            if let unknown = query.names.first(where: { !known.contains($0) }) {
+                throw APIError.badRequest(
+                    "\"\(unknown.prefix(100))\" is not a parameter of a watch; it takes \(known.joined(separator: ", "))."
+                )
+            }
             return try subscription(target, query: query)
         } catch {
             throw badWatch(watch, error.detail)
         }
     }
 
+    /// The longest watch text, in bytes: every entry of a frame carries it.
+    static let maxWatchLength = 2_048
+
     static func badWatch(_ watch: String, _ why: String) -> APIError {
         .badRequest("watch \"\(watch.prefix(300))\": \(why)")
+    }
+}
+
+/// What a watch names, however its text spells it: its target and its fields. A stream carries
+/// each at most once.
+struct WatchKey: Hashable {
+    let target: LiveTarget
+    let libraryFields: Set<LibraryField>
+    let bookFields: Set<BookField>
+    let members: Bool
+
+    init(_ request: SubscriptionRequest) {
+        target = request.target
+        libraryFields = request.libraryFields
+        bookFields = request.bookFields
+        members = request.members
     }
 }
 

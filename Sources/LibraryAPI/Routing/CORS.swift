@@ -7,7 +7,7 @@ struct CORS: Sendable {
 
     static let allowedHeaders =
         "Authorization, Content-Type, Idempotency-Key, If-Match, If-None-Match, Last-Event-ID, X-Request-ID"
-    static let exposedHeaders = "ETag, Location, Retry-After, X-Request-ID"
+    static let exposedHeaders = "ETag, Location, Retry-After, Stream-Id, X-Request-ID"
 
     init(_ configured: String?) {
         origins = (configured ?? "").split(separator: ",").map { String($0.trimmedOWS()) }.filter { !$0.isEmpty }

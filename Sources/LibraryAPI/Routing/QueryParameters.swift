@@ -24,6 +24,9 @@ struct QueryParameters: Sendable {
         }
     }
 
+    /// The names of the parameters given, but `watch`.
+    var names: Dictionary<String, String>.Keys { values.keys }
+
     /// The value of `name`; a 400 if it was given more than once.
     func string(_ name: String) throws(APIError) -> String? {
         guard !repeated.contains(name) else {

@@ -129,7 +129,7 @@ package final class LibraryWriter {
 
     /// The answer kept for an `Idempotency-Key`, if any.
     package func rememberedAnswer(forKey key: String) throws -> RememberedAnswer? {
-        try rows.rememberedAnswer(forKey: key)
+        try rows.rememberedAnswer(forKey: key, now: Timestamp.secondsSince1970())
     }
 
     /// Keeps `answer` for `key`, in this write's transaction.

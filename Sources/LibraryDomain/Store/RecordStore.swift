@@ -25,8 +25,9 @@ package protocol LibraryReader {
     /// Books matching `filter` after `seq`, in insertion order.
     func books(_ filter: BookFilter, after seq: Int, limit: Int) throws -> Page<BookRecord>
 
-    /// The answer kept for an `Idempotency-Key`, if any.
-    func rememberedAnswer(forKey key: String) throws -> RememberedAnswer?
+    /// The answer kept for an `Idempotency-Key`, if any and kept since `now` (seconds since 1970)
+    /// minus `RememberedAnswer.retention` at most: an older one is expired, even before it is pruned.
+    func rememberedAnswer(forKey key: String, now: Int) throws -> RememberedAnswer?
 }
 
 /// The rows a write changes, inside its transaction: what an engine does, with none of the

@@ -155,7 +155,7 @@ import HTTPTypes
 /// ## CORS
 /// Off by default. With `--cors-origin` (`*` or a comma-separated list of origins), responses carry
 /// `Vary: Origin`, and for an allowed `Origin` also `Access-Control-Allow-Origin` and
-/// `Access-Control-Expose-Headers: ETag, Location, Retry-After, X-Request-ID`. A preflight `OPTIONS`
+/// `Access-Control-Expose-Headers: ETag, Location, Retry-After, Stream-Id, X-Request-ID`. A preflight `OPTIONS`
 /// (with `Access-Control-Request-Method`) from an allowed origin adds
 /// `Access-Control-Allow-Methods`, `Access-Control-Allow-Headers: Authorization, Content-Type,
 /// Idempotency-Key, If-Match, If-None-Match, Last-Event-ID, X-Request-ID` and `Access-Control-Max-Age: 600`.
