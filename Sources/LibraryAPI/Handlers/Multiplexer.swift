@@ -43,6 +43,8 @@ final class Multiplexer {
         var removing = false
         /// Gone from the stream: unsubscribed, nothing of it left to write.
         var dropped = false
+        /// A collection watch waiting for its turn to read its snapshot (`Multiplexer.subscribe`).
+        var queued = false
         var snapshot: LiveEvent?
         var change: FoldedChange?
         var delete: LiveEvent?
@@ -101,6 +103,11 @@ final class Multiplexer {
     /// (from `waitingHead` on).
     private var waitingPages: [Part] = []
     private var waitingHead = 0
+    /// The collection watch whose snapshot is being read, and those waiting their turn (from
+    /// `queuedHead` on): a stream reads one collection snapshot at a time.
+    private var reading: Part?
+    private var queued: [(part: Part, request: SubscriptionRequest)] = []
+    private var queuedHead = 0
 
     /// Whether the client has hung up: outcomes that arrive then end the work instead of
     /// building snapshots for nobody.
@@ -229,15 +236,57 @@ final class Multiplexer {
             perTarget[part.target, default: 0] += 1
             subscribed[ObjectIdentifier(part)] = part
             state.watchAdded()
-            hub.subscribe(
-                request,
-                open: { subscriberID in
-                    part.subscriberID = subscriberID
-                    return WatchSink(multiplexer: self, part: part)
-                },
-                outcome: { outcome in LiveActor.enqueue { self.added(part, outcome) } }
-            )
+            _ = subscribe(part, request) { outcome in LiveActor.enqueue { self.added(part, outcome) } }
         }
+    }
+
+    /// Subscribes a watch to the hub, or queues it: a collection watch waits while another of
+    /// this stream's collection snapshots is read. Returns whether it was queued.
+    ///
+    /// A collection snapshot holds one of the store's few snapshot readers for as long as its
+    /// pages take to be written, and the frame takes one watch's pages at a time: the others' first
+    /// pages would sit untaken, each holding a reader, until the store preempted them and ended
+    /// the stream. Read one at a time, a stream of thousands of collection watches holds one reader
+    /// and one page; its watches wait their turn (the frame waits for them, as for any snapshot).
+    /// A queued watch, once its turn comes, answers through `added`: its stream is open by then
+    /// (a collection subscription cannot be refused, so the stream counted it as answered).
+    func subscribe(
+        _ part: Part, _ request: SubscriptionRequest, outcome: @escaping @Sendable (LiveHub.Outcome) -> Void
+    ) -> Bool {
+        if request.target.isCollection {
+            guard reading == nil else {
+                part.queued = true
+                queued.append((part, request))
+                return true
+            }
+            reading = part
+        }
+        hub.subscribe(
+            request,
+            open: { subscriberID in
+                part.subscriberID = subscriberID
+                return WatchSink(multiplexer: self, part: part)
+            },
+            outcome: outcome
+        )
+        return false
+    }
+
+    /// The collection watch being read has its snapshot: the next one in line begins.
+    private func readNextCollection(after part: Part) {
+        guard reading === part else { return }
+        reading = nil
+        guard state.isLive else { return }
+        while queuedHead < queued.count {
+            let (next, request) = queued[queuedHead]
+            queuedHead += 1
+            guard next.queued else { continue }  // removed while it waited
+            next.queued = false
+            _ = subscribe(next, request) { outcome in LiveActor.enqueue { self.added(next, outcome) } }
+            return
+        }
+        queued.removeAll(keepingCapacity: true)
+        queuedHead = 0
     }
 
     private func added(_ part: Part, _ outcome: LiveHub.Outcome) {
@@ -277,7 +326,13 @@ final class Multiplexer {
             perTarget[part.target]! -= 1
             if perTarget[part.target] == 0 { perTarget[part.target] = nil }
             part.removing = true
-            if part.settled && paging !== part { drop(part) }
+            if part.queued {
+                // Never subscribed: it settles (the frames no longer wait for it) and goes.
+                part.queued = false
+                settle(part, through: 0)
+            } else if part.settled && paging !== part {
+                drop(part)
+            }
         }
         scheduleFlush()
     }
@@ -364,6 +419,7 @@ final class Multiplexer {
         state.settled(first: !part.settled, through: seq)
         part.settled = true
         if part.removing && paging !== part { drop(part) }
+        readNextCollection(after: part)
     }
 
     private func list(_ part: Part) {

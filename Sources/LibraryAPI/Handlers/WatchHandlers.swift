@@ -120,27 +120,24 @@ extension LibraryAPI {
                 let resumed =
                     resume.map { $0.tags == nil || $0.tags!.contains(part.tag) } ?? false
                 if resumed { request.resumeAfter = resume!.seq }
-                hub.subscribe(
-                    request,
-                    open: { subscriberID in
-                        part.subscriberID = subscriberID
-                        return WatchSink(multiplexer: multiplexer, part: part)
-                    },
-                    outcome: { outcome in
-                        LiveActor.enqueue {
-                            multiplexer.outcome(
-                                part, outcome, resumed: resumed,
-                                open: {
-                                    if let streamID { Multiplexer.open[streamID] = multiplexer }
-                                    return exchange.openStream(head) {
-                                        LiveActor.enqueue { multiplexer.closed() }
-                                    }
-                                },
-                                fail: { exchange.fail($0) },
-                                abandon: { exchange.abandon() })
-                        }
+                let answer: @Sendable (LiveHub.Outcome) -> Void = { outcome in
+                    LiveActor.enqueue {
+                        multiplexer.outcome(
+                            part, outcome, resumed: resumed,
+                            open: {
+                                if let streamID { Multiplexer.open[streamID] = multiplexer }
+                                return exchange.openStream(head) {
+                                    LiveActor.enqueue { multiplexer.closed() }
+                                }
+                            },
+                            fail: { exchange.fail($0) },
+                            abandon: { exchange.abandon() })
                     }
-                )
+                }
+                // A collection watch queued behind another's snapshot is answered now: a
+                // collection subscription cannot be refused, and the stream waits for its first
+                // events as for any watch's.
+                if multiplexer.subscribe(part, request, outcome: answer) { answer(.subscribed) }
             }
         }
     }
