@@ -282,14 +282,33 @@ extension LiveHub {
             LiveActor.enqueue {
                 guard let batch = self.replays.removeValue(forKey: key) else { return }
                 var shared: [ReplayBatch.Shape: [LiveEvent]] = [:]
+                // A collection's history is folded once for every field set asked of it, then cut
+                // for each: the fold costs work per logged change once per target, not per field set.
+                var widest: [LiveTarget: SubscriptionRequest] = [:]
+                for waiter in batch.waiters where waiter.subscriber.request.target.isCollection {
+                    let request = waiter.subscriber.request
+                    widest[request.target] = widest[request.target].map { $0.widened(by: request) } ?? request
+                }
+                var folded: [LiveTarget: [LiveEvent]] = [:]
                 for waiter in batch.waiters {
                     let subscriber = waiter.subscriber
                     guard case .success(let changes?) = result, !subscriber.removed else {
                         self.replay(result, to: subscriber, events: [], model: waiter.model, stateSeq: stateSeq)
                         continue
                     }
-                    let shape = ReplayBatch.Shape(target: subscriber.request.target, fields: subscriber.request.shape)
-                    let events = shared[shape] ?? Self.events(replaying: changes, for: subscriber.request)
+                    let request = subscriber.request
+                    let shape = ReplayBatch.Shape(target: request.target, fields: request.shape)
+                    var events: [LiveEvent]
+                    if let events = shared[shape] {
+                        self.replay(result, to: subscriber, events: events, model: waiter.model, stateSeq: stateSeq)
+                        continue
+                    } else if let wide = widest[request.target] {
+                        let all = folded[request.target] ?? Self.events(replaying: changes, for: wide)
+                        folded[request.target] = all
+                        events = all.map { $0.cut(to: request.shape) }.filter { !$0.isEmptyChange }
+                    } else {
+                        events = Self.events(replaying: changes, for: request)
+                    }
                     shared[shape] = events
                     self.replay(result, to: subscriber, events: events, model: waiter.model, stateSeq: stateSeq)
                 }

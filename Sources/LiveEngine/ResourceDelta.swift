@@ -163,3 +163,32 @@ extension LibraryField {
     /// Every field a library event can carry.
     static let all = Set(allCases).subtracting([.id])
 }
+
+extension LiveEvent {
+    /// A change made for wider fields, cut to `shape`'s: what `ResourceDelta.event(seq:for:)`
+    /// keeps of a change for `shape`, applied to a change folded for more fields (a replay's). A
+    /// changed member left with no field asked for goes; added and removed members stay.
+    func cut(to shape: SubscriptionRequest.Shape) -> LiveEvent {
+        var event = self
+        event.libraryFields = libraryFields.filter { shape.libraryFields.contains($0.0) }
+        event.bookFields = bookFields.filter { shape.bookFields.contains($0.0) }
+        guard var membership, shape.members else {
+            event.membership = nil
+            return event
+        }
+        let memberLibraryFields = isCollection ? shape.libraryFields : []
+        func requested(_ member: Member) -> Member {
+            var kept = member
+            kept.fields = member.fields.filter { shape.bookFields.contains($0.0) }
+            kept.libraryFields = member.libraryFields.filter { memberLibraryFields.contains($0.0) }
+            return kept
+        }
+        membership.added = membership.added.map(requested)
+        membership.changed = membership.changed.compactMap { member in
+            let kept = requested(member)
+            return kept.isEmpty ? nil : kept
+        }
+        event.membership = membership.isEmpty ? nil : membership
+        return event
+    }
+}

@@ -37,6 +37,15 @@ package struct SubscriptionRequest: Sendable {
     }
 
     var shape: Shape { Shape(libraryFields: libraryFields, bookFields: bookFields, members: members) }
+
+    /// This request asking for `other`'s fields too (same target).
+    func widened(by other: SubscriptionRequest) -> SubscriptionRequest {
+        var wide = self
+        wide.libraryFields.formUnion(other.libraryFields)
+        wide.bookFields.formUnion(other.bookFields)
+        wide.members = members || other.members
+        return wide
+    }
 }
 
 /// Where a subscriber's events go: the API layer's event stream. Used on the live actor only.

@@ -311,3 +311,63 @@ import Testing
         }
     }
 }
+
+/// A collection's history, replayed once for all the field sets its resuming watches ask for.
+@Suite struct SharedReplayTests {
+    @Test func `watches of one collection with different fields each resume with their own fields only`() throws {
+        let live = try LiveServer()
+        let library = try live.createLibrary()
+        let books = try (0..<6).map { try live.createBook(in: library, title: "T\($0)") }
+        let byTitle = "/books?libraryId=\(library)&fields=title"
+        let byAuthor = "/books?libraryId=\(library)&fields=author"
+        let both = "/books?libraryId=\(library)&fields=title,author"
+        let watches = SideChannelHardeningTests.list([byTitle, byAuthor, both])
+        let stream = try EventStreamClient(port: live.port, path: "/events", body: #"{"watches":\#(watches)}"#)
+        let first = try #require(try stream.next())
+        shutdown(stream.connection.fd, Int32(SHUT_RDWR))
+        // Titles of books 0-1, authors of 2-3, both of 4, a book that comes and goes, one that leaves.
+        for (index, book) in books.enumerated() {
+            let body: String
+            switch index {
+            case 0, 1: body = #"{"title":"New \#(index)"}"#
+            case 2, 3: body = #"{"author":"Author \#(index)"}"#
+            case 4: body = #"{"title":"New 4","author":"Author 4"}"#
+            default: body = #"{"isbn":"9780441013593"}"#
+            }
+            #expect(try live.request("PATCH", "/books/\(book)", body: body).status == 200)
+        }
+        let passing = try live.createBook(in: library, title: "Passing")
+        #expect(try live.request("DELETE", "/books/\(passing)").status == 204)
+        let other = try live.createLibrary("Other")
+        #expect(try live.request("PATCH", "/books/\(books[5])", body: #"{"libraryId":"\#(other)"}"#).status == 200)
+
+        let resumed = try EventStreamClient(
+            port: live.port, path: "/events", body: #"{"watches":\#(watches),"lastEventId":"\#(first.id ?? "")"}"#)
+        let frame = try #require(try resumed.next())
+        var changes: [String: [String: Any]] = [:]
+        for entry in frame.entries {
+            changes[entry["watch"] as? String ?? ""] = entry["data"] as? [String: Any]
+        }
+        func changed(_ watch: String) -> [String: [String: String]] {
+            var members: [String: [String: String]] = [:]
+            for member in changes[watch]?["changed"] as? [[String: Any]] ?? [] {
+                let id = member["id"] as? String ?? ""
+                members[id] = member.filter { $0.key != "id" }.mapValues { "\($0)" }
+            }
+            return members
+        }
+        #expect(
+            changed(byTitle) == [
+                books[0]: ["title": "New 0"], books[1]: ["title": "New 1"], books[4]: ["title": "New 4"],
+            ], "\(frame.data)")
+        #expect(
+            changed(byAuthor) == [
+                books[2]: ["author": "Author 2"], books[3]: ["author": "Author 3"], books[4]: ["author": "Author 4"],
+            ], "\(frame.data)")
+        #expect(changed(both).count == 5, "\(frame.data)")
+        for watch in [byTitle, byAuthor, both] {
+            #expect(changes[watch]?["removed"] as? [String] == [books[5]], "\(watch): \(frame.data)")
+            #expect(((changes[watch]?["added"] as? [Any]) ?? []).isEmpty, "\(watch): the book that came and went")
+        }
+    }
+}
