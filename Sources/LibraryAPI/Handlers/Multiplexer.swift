@@ -248,12 +248,15 @@ final class Multiplexer {
     /// pages would sit untaken, each holding a reader, until the store preempted them and ended
     /// the stream. Read one at a time, a stream of thousands of collection watches holds one reader
     /// and one page; its watches wait their turn (the frame waits for them, as for any snapshot).
-    /// A queued watch, once its turn comes, answers through `added`: its stream is open by then
+    /// (A watch that resumes from an id older than the log's history gets a snapshot without
+    /// waiting its turn.) A queued watch, once its turn comes, answers through `added`: its stream is open by then
     /// (a collection subscription cannot be refused, so the stream counted it as answered).
     func subscribe(
         _ part: Part, _ request: SubscriptionRequest, outcome: @escaping @Sendable (LiveHub.Outcome) -> Void
     ) -> Bool {
-        if request.target.isCollection {
+        // A watch that resumes replays the log instead, read once for all the watches that resume
+        // in this turn (`LiveHub.resume`): it does not wait.
+        if request.target.isCollection && request.resumeAfter == nil {
             guard reading == nil else {
                 part.queued = true
                 queued.append((part, request))
