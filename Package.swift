@@ -131,10 +131,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // The parsers' invariants on arbitrary bytes: run by the fuzz target on every input, and by
+        // the tests over the committed corpus. Not part of any product.
+        .target(
+            name: "FuzzChecks", dependencies: ["HTTPServer", "JSON", "LibraryAPI"],
+            swiftSettings: swiftSettings + fuzzSettings),
         // Fuzz targets for the HTTP parser and the JSON body decoders; scripts/fuzz.sh runs them.
         .executableTarget(
             name: "library-fuzz",
-            dependencies: ["HTTPServer", "LibraryAPI"],
+            dependencies: ["FuzzChecks"],
             swiftSettings: swiftSettings + fuzzSettings,
             linkerSettings: fuzzLinkerSettings
         ),
@@ -153,7 +158,8 @@ let package = Package(
         // Run against a real server when LIBRARY_TEST_POSTGRES is set (scripts/postgres-tests.sh).
         .testTarget(name: "PostgreSQLTests", dependencies: ["PostgreSQL"], swiftSettings: swiftSettings),
         .testTarget(
-            name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: swiftSettings),
+            name: "HTTPServerTests", dependencies: ["HTTPServer", "FuzzChecks", "TestSupport"],
+            swiftSettings: swiftSettings),
         .testTarget(name: "LibraryDomainTests", dependencies: ["LibraryDomain"], swiftSettings: swiftSettings),
         .testTarget(
             name: "ServerSentEventsTests", dependencies: ["ServerSentEvents"], swiftSettings: swiftSettings),
@@ -181,7 +187,8 @@ let package = Package(
         .testTarget(
             name: "LibraryAPITests",
             dependencies: [
-                "JSON", "LibraryAPI", "HTTPServer", "LibraryDomain", "LibraryStorage", "LibraryMemoryStore",
+                "JSON", "LibraryAPI", "HTTPServer", "FuzzChecks", "LibraryDomain", "LibraryStorage",
+                "LibraryMemoryStore",
                 "LiveEngine",
                 "PostgreSQL", "TestSupport", "CAllocationCounter",
             ],

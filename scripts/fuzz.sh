@@ -2,8 +2,8 @@
 # Fuzzes the HTTP request parser and the JSON body decoders with libFuzzer (and AddressSanitizer)
 # for a bounded time each, starting from the committed corpus in Tests/FuzzCorpus/{http,json}.
 #
-# The checks (Sources/HTTPServer/Parsing/HTTPParserCheck.swift and
-# Sources/LibraryAPI/Representation/BodyCheck.swift) trap on: a status other than 4xx/501/505 for
+# The checks (Sources/FuzzChecks/HTTPParserCheck.swift and
+# Sources/FuzzChecks/BodyCheck.swift) trap on: a status other than 4xx/501/505 for
 # bad input, a request parsed differently when its bytes arrive in other pieces, a JSON value that
 # does not survive printing and parsing again, and anything ASan sees (overflows, use after free).
 #

@@ -42,8 +42,10 @@ final class Exchange: Sendable {
     }
 
     /// Runs `work` as a write and answers once it has committed, with the response `respond`
-    /// makes of its result. Only `work` runs on the single writer thread; the response is built
-    /// and sent back on the event-loop thread, which keeps the writer free for the next writes.
+    /// makes of its result. `work` runs on the single writer thread (and with it whatever it
+    /// builds: an `Idempotency-Key`'s kept answer is made there, in the write's transaction);
+    /// `respond`'s response is built and sent on the event-loop thread, which keeps the writer
+    /// free for the next writes.
     func write<T: Sendable>(
         _ resource: String,
         _ work: @escaping @Sendable (LibraryWriter) throws -> T,

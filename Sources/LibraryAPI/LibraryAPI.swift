@@ -8,7 +8,7 @@ import Logging
 ///
 /// Every request is routed and checked (route, method, token, query, body) on its event-loop
 /// thread. On SQLite its reads run there too, on the loop's own reader; writes, and every read on
-/// PostgreSQL, run on a database thread, which sends the response.
+/// PostgreSQL, run on a database thread, and the response is built and sent back on the loop.
 package final class LibraryAPI: HTTPResponder {
     let store: any LibraryDatabase
     let configuration: APIConfiguration

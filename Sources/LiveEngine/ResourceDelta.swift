@@ -3,9 +3,12 @@ import LibraryDomain
 /// What one committed change did to one watched resource: the fields it changed with their new
 /// values, and for a library the books that joined, left or changed.
 ///
-/// The one place events are cut from: live publishing builds a delta from what Observation
-/// reported on the models, replay builds one from the change log, and both turn it into each
-/// subscriber's event with `event(seq:for:)`, so the two can never disagree.
+/// Live publishing builds a delta from what Observation reported on the models, replay builds one
+/// from the change log, and both turn it into each subscriber's event with `event(seq:for:)`, so
+/// the two cut one change alike. Events are also cut elsewhere: folded for a slow reader
+/// (`FoldedChange`, and the multiplexer's watches through it), caught up from a kept snapshot
+/// (`KeptSnapshots`), and a replay folded for wider fields cut to a subscriber's
+/// (`LiveEvent.cut(to:)`, below), which keeps what `event(seq:for:)` keeps.
 struct ResourceDelta {
     /// The resource's id; empty for a collection.
     let id: String

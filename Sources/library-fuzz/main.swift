@@ -1,6 +1,5 @@
 import Foundation
-import HTTPServer
-import LibraryAPI
+import FuzzChecks
 
 // Fuzz targets for the HTTP request parser and the JSON body decoders.
 //

@@ -1,4 +1,5 @@
 import Foundation
+import FuzzChecks
 import JSON
 import Testing
 

@@ -25,7 +25,8 @@ final class EventStreamSink: LiveEventSink {
     /// Whether a chunk was written and the connection has not sent it yet.
     private var pumping = false
 
-    /// Events may queue up to this many writes deep before further changes are coalesced.
+    /// Events may queue up to this many writes deep before further changes are coalesced: one
+    /// bound for a single stream and for a multiplexed stream's frames (`Multiplexer.flush`).
     static let maxBacklog = 32
     static let chunkSize = 256 * 1024
     /// The socket send buffer while a large event is written (`HTTPStream.setSendBuffer`), and after.

@@ -74,8 +74,6 @@ final class Multiplexer {
     /// stream carries, whatever their fields: each is a snapshot of its own, and a library's is
     /// its whole membership.
     nonisolated static let maxWatchesPerTarget = 8
-    /// Writes queued on the connection past which frames wait (and changes fold).
-    static let maxBacklog = 32
 
     let hub: LiveHub
     /// The stream's watches by text, and by what they name: every side-channel call costs work
@@ -137,8 +135,8 @@ final class Multiplexer {
     /// A watch whose tag is in a resumed id is taken as one the client already has, and gets no
     /// snapshot; two watches with the same tag would leave the new one without its state. 96 bits
     /// of a cryptographic digest put a collision out of reach (about 2^48 digests for a birthday
-    /// pair), where the 32-bit FNV-1a hash used before collided in seconds. 16 characters a watch
-    /// keeps the id of a 100-watch stream at 1.6 KB.
+    /// pair), where a 32-bit hash collides in seconds. 16 characters a watch keep the id of a
+    /// 100-watch stream at 1.6 KB.
     nonisolated static func watchTag(_ watch: String) -> String {
         let digest = SHA256.digest(of: Array(watch.utf8))
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
@@ -520,7 +518,7 @@ final class Multiplexer {
         guard let stream else { return }
         switch state.flush(
             paging: paging != nil, position: hub.position, hasWork: frameEntries != nil || !pending.isEmpty,
-            backlog: stream.backlog, maxBacklog: Self.maxBacklog)
+            backlog: stream.backlog, maxBacklog: EventStreamSink.maxBacklog)
         {
         case .none, .waiting:
             return

@@ -249,12 +249,12 @@ struct WatchKey: Hashable {
 }
 
 /// The body of `POST /events`.
-struct PostedWatches {
+package struct PostedWatches {
     var watches: [String] = []
     var lastEventId: Int?
     var resume: [String]?
 
-    init(_ request: HTTPRequest) throws(APIError) {
+    package init(_ request: HTTPRequest) throws(APIError) {
         let members = try RequestBody.members(of: request)
         var errors: [FieldError] = []
         var watchesSeen = false
@@ -312,11 +312,11 @@ struct PostedWatches {
 }
 
 /// The body of `POST /events/{streamId}`: watches to add and to remove, each listed once.
-struct WatchChanges {
+package struct WatchChanges {
     var add: [String] = []
     var remove: [String] = []
 
-    init(_ request: HTTPRequest) throws(APIError) {
+    package init(_ request: HTTPRequest) throws(APIError) {
         let members = try RequestBody.members(of: request)
         var errors: [FieldError] = []
         for (key, value) in members {

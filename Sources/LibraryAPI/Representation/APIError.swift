@@ -7,8 +7,8 @@ import LibraryModel
 ///
 /// Every failure of the API layer becomes one of these at the edge; store errors map through
 /// `init(_: StoreError)`, which keeps SQL and internals out of the response.
-struct APIError: Error, Sendable {
-    let status: HTTPStatus
+package struct APIError: Error, Sendable {
+    package let status: HTTPStatus
     /// A URI naming the kind of problem; documented in openapi.yaml.
     let type: String
     let detail: String

@@ -166,7 +166,7 @@ extension RequestBody {
 }
 
 /// Reading the domain's drafts and patches from request bodies, by the field table.
-enum BodyDecoding {
+package enum BodyDecoding {
     /// A whole representation (POST, PUT): absent fields take the table's defaults, and one without
     /// a default is required; `preset` values stand for absent fields (the library in a path).
     static func draft<Draft: FieldDraft>(
@@ -203,21 +203,21 @@ enum BodyDecoding {
         return patch
     }
 
-    static func libraryDraft(_ request: HTTPRequest) throws(APIError) -> LibraryDraft {
+    package static func libraryDraft(_ request: HTTPRequest) throws(APIError) -> LibraryDraft {
         try draft(request, LibraryDraft.self)
     }
 
-    static func libraryPatch(_ request: HTTPRequest) throws(APIError) -> LibraryPatch {
+    package static func libraryPatch(_ request: HTTPRequest) throws(APIError) -> LibraryPatch {
         try patch(request, LibraryField.self)
     }
 
     /// A whole book. `pathLibraryID` is the library of `POST /libraries/{id}/books`; a body that
     /// names another library there is a 422.
-    static func bookDraft(_ request: HTTPRequest, pathLibraryID: String? = nil) throws(APIError) -> BookDraft {
+    package static func bookDraft(_ request: HTTPRequest, pathLibraryID: String? = nil) throws(APIError) -> BookDraft {
         try draft(request, BookDraft.self, preset: pathLibraryID.map { [BookField.library: .string($0)] } ?? [:])
     }
 
-    static func bookPatch(_ request: HTTPRequest) throws(APIError) -> BookPatch {
+    package static func bookPatch(_ request: HTTPRequest) throws(APIError) -> BookPatch {
         try patch(request, BookField.self)
     }
 }

@@ -27,7 +27,7 @@ enum Route: Sendable, Equatable {
     /// Matches a request path; 404 for no route, 400 for a malformed id or escape.
     ///
     /// Segments are compared as slices of the path; only the id handed to a handler becomes a
-    /// `String`. A path with a `%` escape is decoded first, every segment, as before.
+    /// `String`. A path with a `%` escape has every segment decoded first.
     init(path: Substring) throws(APIError) {
         guard path != "*" else { throw .notFound("No route matches *.") }
         if path == "/" {

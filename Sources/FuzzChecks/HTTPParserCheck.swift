@@ -1,3 +1,5 @@
+import HTTPServer
+
 /// The HTTP parser's invariants on arbitrary bytes, for the fuzz target (`Sources/library-fuzz`)
 /// and its regression tests.
 ///

@@ -1,5 +1,6 @@
 import HTTPServer
 import JSON
+import LibraryAPI
 
 /// The JSON body path's invariants on arbitrary bytes, for the fuzz target (`Sources/library-fuzz`)
 /// and its regression tests.
