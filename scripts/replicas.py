@@ -808,7 +808,7 @@ def main():
     parser.add_argument("--psql", default="psql", help="psql, for --direct-database")
     parser.add_argument("--latency-target-ms", type=float, default=100.0)
     parser.add_argument("--results", action="store_true",
-                        help="write the latencies to Benchmarks/results/replicas-latency.json (for the README)")
+                        help="write the latencies to Benchmarks/results/replicas-latency.json (for docs/performance.md)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     if args.short:

@@ -12,7 +12,7 @@ import Synchronization
 /// and no id is ever visible before a smaller one. Batching pays the lock, the id read, the
 /// `NOTIFY` and the commit once for every write waiting, the way SQLite's writer groups commits.
 /// The lock also caps writes across all replicas at what one connection commits in turn: the
-/// single-primary limit the README describes.
+/// single-primary limit docs/operations.md describes (Architecture, Limits).
 final class PGWriter: Sendable {
     static let maximumBatch = 64
 
