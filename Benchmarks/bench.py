@@ -17,7 +17,7 @@ every step has a time limit, so the script stops by itself.
 
 Then, for library-server alone: GET and list cost from 10,000 to 1,000,000 books, the SSE
 fan-out cost from few to many subscribers, and the over-observation figure. The results go to
-Benchmarks/results/ (results.md, results.json, chart.svg) and into README.md between the
+Benchmarks/results/ (results.md, results.json, chart.svg) and into docs/performance.md between the
 `benchmark:begin` and `benchmark:end` markers.
 """
 
@@ -476,7 +476,7 @@ def main():
                         help="seconds of the extra run under perf that counts system calls (0 to skip)")
     parser.add_argument("--skip-compare", action="store_true")
     parser.add_argument("--skip-observation", action="store_true")
-    parser.add_argument("--no-readme", action="store_true", help="leave README.md alone")
+    parser.add_argument("--no-readme", action="store_true", help="leave docs/performance.md alone")
     parser.add_argument("--baseline", metavar="BINARY",
                         help="only compare this build with another library-server binary (results/baseline.json)")
     args = parser.parse_args()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the README's benchmark tables from the result files in Benchmarks/results/.
 
-    python3 Benchmarks/figures.py           # rewrite every block in README.md
+    python3 Benchmarks/figures.py           # rewrite every block in docs/performance.md
     python3 Benchmarks/figures.py --check   # exit 1 when a block differs from its result file
 
 Each benchmark writes what it measured to Benchmarks/results/ (JSON with the date, the commit and
@@ -26,7 +26,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
-README = os.path.join(ROOT, "README.md")
+README = os.path.join(ROOT, "docs", "performance.md")
 
 
 def read(name):
@@ -59,7 +59,7 @@ def from_result(name):
 
 def benchmark():
     table = read("results.md")
-    return None if table is None else table + "\n\n![Benchmark chart](Benchmarks/results/chart.svg)"
+    return None if table is None else table + "\n\n![Benchmark chart](../Benchmarks/results/chart.svg)"
 
 
 def live():
@@ -460,27 +460,27 @@ def render(content):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when README.md is not current")
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when docs/performance.md is not current")
     args = parser.parse_args()
     with open(README) as file:
         content = file.read()
     rendered, missing = render(content)
     if missing:
-        print(f"figures: README.md has no block for {', '.join(missing)}", file=sys.stderr)
+        print(f"figures: docs/performance.md has no block for {', '.join(missing)}", file=sys.stderr)
         return 1
     if args.check:
         if rendered != content:
-            print("figures: README.md's benchmark blocks differ from Benchmarks/results/; "
+            print("figures: docs/performance.md's benchmark blocks differ from Benchmarks/results/; "
                   "run python3 Benchmarks/figures.py", file=sys.stderr)
             return 1
-        print(f"figures: README.md's {len(BLOCKS)} benchmark blocks match Benchmarks/results/")
+        print(f"figures: docs/performance.md's {len(BLOCKS)} benchmark blocks match Benchmarks/results/")
         return 0
     if rendered != content:
         with open(README, "w") as file:
             file.write(rendered)
-        print("figures: README.md updated")
+        print("figures: docs/performance.md updated")
     else:
-        print("figures: README.md already current")
+        print("figures: docs/performance.md already current")
     return 0
 
 
