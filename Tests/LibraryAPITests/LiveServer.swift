@@ -90,10 +90,10 @@ final class LiveServer {
     /// Live subscribers now.
     var subscribers: Int { hub.counters.subscribers.load(ordering: .relaxed) }
 
-    /// Live subscribers once they number `expected`, or after 2 s: a stream's end reaches its
-    /// client before the live engine, on its own thread, counts the subscriber out.
-    func subscribers(settlingAt expected: Int) -> Int {
-        let deadline = Date().addingTimeInterval(2)
+    /// Live subscribers once they number `expected`, or after `seconds`: a stream's end reaches
+    /// its client before the live engine, on its own thread, counts the subscriber out.
+    func subscribers(settlingAt expected: Int, within seconds: Double = 2) -> Int {
+        let deadline = Date().addingTimeInterval(seconds)
         while subscribers != expected, Date() < deadline { usleep(10_000) }
         return subscribers
     }

@@ -162,7 +162,7 @@ import Testing
                 #expect(heard[watch] == "S\(step)-\(index)", "step \(step): \(watch) is at the last change")
             }
         }
-        #expect(live.subscribers(settlingAt: held.count + 1) == held.count + 1)
+        #expect(live.subscribers(settlingAt: held.count + 1, within: 10) == held.count + 1)
     }
 
     @Test func `one target spelled many ways is one watch, and a watch takes only its own parameters`() throws {
@@ -197,7 +197,7 @@ import Testing
         #expect(eight.head.status == 200)
         #expect(try #require(try eight.next(timeout: 30_000)).entries.count == 8)
         shutdown(eight.connection.fd, Int32(SHUT_RDWR))
-        #expect(live.subscribers(settlingAt: 0) == 0)
+        #expect(live.subscribers(settlingAt: 0, within: 10) == 0)
 
         // The same on the side channel: against the watches held and within the call.
         let stream = try EventStreamClient(
@@ -215,7 +215,7 @@ import Testing
         // Removing the one spelling and adding the other in one call is a change of spelling.
         answer = try change(streamID, #"{"add":["\#(reordered[1])"],"remove":["\#(reordered[0])"]}"#)
         #expect(answer.status == 204, "\(answer.text)")
-        #expect(live.subscribers(settlingAt: 1) == 1)
+        #expect(live.subscribers(settlingAt: 1, within: 10) == 1)
     }
 
     @Test func `removing thousands of watches in one call leaves the stream and its other watches live`() throws {
@@ -225,11 +225,13 @@ import Testing
         let stream = try EventStreamClient(port: live.port, path: "/events", body: #"{"watches":["\#(kept)"]}"#)
         let streamID = try #require(stream.head.header("stream-id"))
         _ = try #require(try stream.next())
-        let many = (0..<5_000).map { "/books?author=a\($0)&fields=title" }
+        // Collection watches: a stream reads their snapshots one after another, so they take a
+        // while to be all subscribed (on PostgreSQL behind a pooler, about 2,000 a second).
+        let many = (0..<3_000).map { "/books?author=a\($0)&fields=title" }
         #expect(try change(streamID, #"{"add":\#(Self.list(many))}"#).status == 204)
-        #expect(live.subscribers(settlingAt: 5_001) == 5_001)
+        #expect(live.subscribers(settlingAt: 3_001, within: 60) == 3_001)
         #expect(try change(streamID, #"{"remove":\#(Self.list(many))}"#).status == 204)
-        #expect(live.subscribers(settlingAt: 1) == 1)
+        #expect(live.subscribers(settlingAt: 1, within: 10) == 1)
         _ = stream.drain(quiet: 300)
         _ = try live.request("PATCH", "/books/\(book)", body: #"{"title":"Still heard"}"#)
         let heard = Self.titles(try stream.drain(atLeast: 1))
