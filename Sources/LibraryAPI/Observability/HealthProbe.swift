@@ -50,8 +50,10 @@ final class HealthProbe: Sendable {
     /// Calls `completion` with the last probe's recent answer, or with the result of the probe
     /// under way or of a new one.
     func check(_ completion: @escaping @Sendable (Result<Void, StoreError>) -> Void) {
-        let now = DispatchTime.now().uptimeNanoseconds
         let (answer, start) = state.withLock { state -> (Answer, Bool) in
+            // Read under the lock: a time read before it could be older than one another thread
+            // stored meanwhile, and the differences below would go negative.
+            let now = DispatchTime.now().uptimeNanoseconds
             var start = false
             if state.inFlightSince == nil {
                 state.inFlightSince = now
@@ -80,10 +82,9 @@ final class HealthProbe: Sendable {
     }
 
     private func finish(_ result: Result<Void, StoreError>) {
-        let now = DispatchTime.now().uptimeNanoseconds
         let waiting = state.withLock { state in
             state.inFlightSince = nil
-            state.last = (result, now)
+            state.last = (result, DispatchTime.now().uptimeNanoseconds)
             defer { state.waiting = [] }
             return state.waiting
         }
