@@ -115,6 +115,9 @@ class Scale:
     collection_watches: int = 200  # scenario 4: collection watches of its library (8 a stream)
     removed: int = 2000  # scenario 4: watches added then removed in one side-channel call
     busy_watches: int = 1000  # scenario 4: the busy client's watches while add and remove race
+    # deep resume first frame <= this x fresh + RESUME_SLACK: 2 on a release build; a debug build
+    # under CI's load has taken 3.2x (1.42 s against 0.44 s), its fold costing more than its reads
+    resume_factor: float = 2.0
 
 
 FULL = Scale(books=1100, changes=9900, concurrent_resumes=3, resume_wait=30, quiet_wait=15, non_readers=(16, 48),
@@ -126,7 +129,7 @@ QUICK = Scale(books=1100, changes=2000, concurrent_resumes=1, resume_wait=0, qui
               # A debug build's fresh 100-watch snapshot has held /healthz 0.65 s: 2 s keeps the
               # check meaningful (the container's health check gives up at 3 s) without flaking.
               health_bound=2.0,
-              time_limit=150)
+              time_limit=150, resume_factor=4.0)
 
 WATCHES = 100  # per /events request; the server's maximum
 WRITERS = 8  # threads (keep-alive connections) for seeding and PATCHes
@@ -141,7 +144,7 @@ NON_READER_CHECK = 0.5  # seconds between checks of a non-reader socket
 # deep resume first frame <= 2 x fresh + 0.25 s. Its 32 watches have fields of their own (a stream
 # refuses one target and fields twice since Hardening IV): the history is folded once per target
 # and cut for each field set, and the watches that resume are not queued behind each other.
-RESUME_FACTOR, RESUME_SLACK = 2.0, 0.25
+RESUME_SLACK = 0.25
 RESUME_RSS_BOUND = 100.0  # MiB per deep resume
 SNAPSHOT_BOUND = 5.0  # s, the other client's snapshot with 16 non-readers
 
@@ -692,7 +695,7 @@ def deep_resume(report, port, monitor, fixture, scale):
     note(f"deep resume: fresh snapshot of {len(watches)} watches, first frame", f"{seconds(fresh)} ({summary})")
     results.append(report_phase(monitor, phase, rss_after=False))
     time.sleep(2.0)
-    bound = RESUME_FACTOR * (fresh or 0.0) + RESUME_SLACK
+    bound = scale.resume_factor * (fresh or 0.0) + RESUME_SLACK
     wait = scale.resume_wait or bound + 2.0
 
     # one deep resume
@@ -706,7 +709,7 @@ def deep_resume(report, port, monitor, fixture, scale):
     results.append(single)
     report.check(fresh is not None and resumed is not None and resumed <= bound,
                  f"deep resume: first frame {seconds(resumed)}, fresh snapshot {seconds(fresh)} "
-                 f"[bound {RESUME_FACTOR:.0f} x fresh + {RESUME_SLACK} s = {bound:.2f} s]")
+                 f"[bound {scale.resume_factor:.0f} x fresh + {RESUME_SLACK} s = {bound:.2f} s]")
     growth = (single[1] or 0.0) - (single[0] or 0.0)
     report.check(single[1] is not None and growth < RESUME_RSS_BOUND,
                  f"deep resume x1: RSS growth {growth:.1f} MiB [bound {RESUME_RSS_BOUND:.0f} MiB]")
