@@ -34,22 +34,8 @@ struct ResourceDelta {
         event.libraryFields = libraryFields.filter { shape.libraryFields.contains($0.0) }
         event.bookFields = bookFields.filter { shape.bookFields.contains($0.0) }
         if shape.members && !(added.isEmpty && removed.isEmpty && changed.isEmpty) {
-            // A collection of libraries lists library fields; a library's `books` and a collection
-            // of books list book fields.
-            let memberLibraryFields = isCollection ? shape.libraryFields : []
-            func requested(_ member: LiveEvent.Member) -> LiveEvent.Member {
-                var kept = member
-                kept.fields = member.fields.filter { shape.bookFields.contains($0.0) }
-                kept.libraryFields = member.libraryFields.filter { memberLibraryFields.contains($0.0) }
-                return kept
-            }
-            var membership = LiveEvent.MembershipChange()
-            membership.added = added.map(requested)
-            membership.removed = removed
-            membership.changed = changed.compactMap { member in
-                let kept = requested(member)
-                return kept.isEmpty ? nil : kept
-            }
+            let membership = LiveEvent.MembershipChange(added: added, removed: removed, changed: changed)
+                .kept(for: shape, isCollection: isCollection)
             if !membership.isEmpty { event.membership = membership }
         }
         return event
@@ -179,19 +165,30 @@ extension LiveEvent {
             event.membership = nil
             return event
         }
+        membership = membership.kept(for: shape, isCollection: isCollection)
+        event.membership = membership.isEmpty ? nil : membership
+        return event
+    }
+}
+
+extension LiveEvent.MembershipChange {
+    /// What subscribers of `shape` see of it: each member with the fields they asked for (a
+    /// collection of libraries lists library fields; a library's `books` and a collection of
+    /// books list book fields), and no changed member left with none.
+    func kept(for shape: SubscriptionRequest.Shape, isCollection: Bool) -> Self {
         let memberLibraryFields = isCollection ? shape.libraryFields : []
-        func requested(_ member: Member) -> Member {
+        func requested(_ member: LiveEvent.Member) -> LiveEvent.Member {
             var kept = member
             kept.fields = member.fields.filter { shape.bookFields.contains($0.0) }
             kept.libraryFields = member.libraryFields.filter { memberLibraryFields.contains($0.0) }
             return kept
         }
-        membership.added = membership.added.map(requested)
-        membership.changed = membership.changed.compactMap { member in
-            let kept = requested(member)
-            return kept.isEmpty ? nil : kept
+        var kept = self
+        kept.added = added.map(requested)
+        kept.changed = changed.compactMap { member in
+            let member = requested(member)
+            return member.isEmpty ? nil : member
         }
-        event.membership = membership.isEmpty ? nil : membership
-        return event
+        return kept
     }
 }
