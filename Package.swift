@@ -84,11 +84,25 @@ let package = Package(
         // Live updates: @Observable models of watched resources, subscribers, snapshots and replay.
         // Knows the store only through `LiveStore`.
         .target(name: "LiveEngine", dependencies: ["LibraryDomain"], swiftSettings: swiftSettings),
-        // Routes, JSON, problem responses: the REST API over the domain.
+        // What a request says and what a refusal looks like, for the REST routes and the event
+        // streams alike: paths (Route), query parameters, field selections, JSON request bodies,
+        // problem documents (APIError).
+        .target(
+            name: "APICore", dependencies: ["HTTPServer", "JSON", "LibraryDomain", "LibraryModel"],
+            swiftSettings: swiftSettings + fuzzSettings),
+        // The live path over HTTP: Server-Sent Events streams of a resource or a collection, many
+        // watches on one stream and its side channel, the event encoding and the watch grammar.
+        .target(
+            name: "EventStreams",
+            dependencies: [
+                "APICore", "HTTPServer", "JSON", "LibraryDomain", "LiveEngine", "Digest", "ServerSentEvents",
+            ],
+            swiftSettings: swiftSettings + fuzzSettings),
+        // Routes, JSON, problem responses: the REST API over the domain. Hands stream requests to EventStreams.
         .target(
             name: "LibraryAPI",
             dependencies: [
-                "HTTPServer", "JSON", "LibraryDomain", "LiveEngine", "Digest", "ServerSentEvents",
+                "APICore", "EventStreams", "HTTPServer", "JSON", "LibraryDomain", "LiveEngine", "Digest",
                 .product(name: "Logging", package: "swift-log"),
             ],
             // The console's files are embedded by the EmbedFiles plugin, not compiled or copied as resources.
@@ -100,7 +114,8 @@ let package = Package(
         .executableTarget(
             name: "library-server",
             dependencies: [
-                "LibraryAPI", "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine", "CSystemLinux",
+                "LibraryAPI", "EventStreams", "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine",
+                "CSystemLinux",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -134,7 +149,7 @@ let package = Package(
         // The parsers' invariants on arbitrary bytes: run by the fuzz target on every input, and by
         // the tests over the committed corpus. Not part of any product.
         .target(
-            name: "FuzzChecks", dependencies: ["HTTPServer", "JSON", "LibraryAPI"],
+            name: "FuzzChecks", dependencies: ["APICore", "EventStreams", "HTTPServer", "JSON", "LibraryAPI"],
             swiftSettings: swiftSettings + fuzzSettings),
         // Fuzz targets for the HTTP parser and the JSON body decoders; scripts/fuzz.sh runs them.
         .executableTarget(
@@ -183,11 +198,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "APICoreTests", dependencies: ["APICore", "HTTPServer", "LibraryDomain"], swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EventStreamsTests",
+            dependencies: ["EventStreams", "JSON", "LibraryDomain", "LiveEngine", "TestSupport"],
+            swiftSettings: swiftSettings),
+        .testTarget(
             name: "LiveEngineTests", dependencies: ["LiveEngine", "LibraryDomain"], swiftSettings: swiftSettings),
         .testTarget(
             name: "LibraryAPITests",
             dependencies: [
-                "JSON", "LibraryAPI", "HTTPServer", "FuzzChecks", "LibraryDomain", "LibraryStorage",
+                "APICore", "EventStreams", "JSON", "LibraryAPI", "HTTPServer", "FuzzChecks", "LibraryDomain",
+                "LibraryStorage",
                 "LibraryMemoryStore",
                 "LiveEngine",
                 "PostgreSQL", "TestSupport", "CAllocationCounter",

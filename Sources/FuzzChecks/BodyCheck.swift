@@ -1,3 +1,5 @@
+import APICore
+import EventStreams
 import HTTPServer
 import JSON
 import LibraryAPI

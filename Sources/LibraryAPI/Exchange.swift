@@ -1,3 +1,5 @@
+import APICore
+import EventStreams
 import Glibc
 import HTTPServer
 import LibraryDomain
@@ -144,3 +146,7 @@ extension HTTPResponse {
         return HTTPResponse(status: status, headers: headers, body: body)
     }
 }
+
+/// A stream request is handed to `EventStreams` with its exchange, which keeps logging and
+/// decorating its answers.
+extension Exchange: StreamExchange {}

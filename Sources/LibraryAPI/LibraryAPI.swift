@@ -1,3 +1,5 @@
+import APICore
+import EventStreams
 import HTTPServer
 import JSON
 import LibraryDomain
@@ -15,6 +17,8 @@ package final class LibraryAPI: HTTPResponder {
     let cors: CORS
     let logger: Logger
     let hub: LiveHub
+    /// The event-stream endpoints, which requests for streams are handed to once admitted.
+    let streams: EventStreams
     /// Whether the logger's level lets `info` through: then every request gets an access-log line,
     /// built as bytes and batched per event loop (`HTTPResponseWriter.log`), not through swift-log.
     let logsRequests: Bool
@@ -34,7 +38,7 @@ package final class LibraryAPI: HTTPResponder {
         self.healthProbe = HealthProbe(store: store)
         self.console = ConsoleFiles(directory: configuration.consoleDirectory)
         self.logsRequests = logger.logLevel <= .info
-        hub.encodeEvents(with: EventEncoding.pieces, rows: { JSONWriter.appendRows($0, $1, to: &$2) })
+        self.streams = EventStreams(hub: hub)
         reportMetrics()
     }
 
@@ -206,13 +210,13 @@ package final class LibraryAPI: HTTPResponder {
         case (.book(let id), "PATCH"): try patchBook(id, exchange)
         case (.book(let id), "DELETE"): try deleteBook(id, exchange)
         case (.book(let id), _): try getBook(id, exchange)
-        case (.libraryEvents(let id), _): try streamEvents(.library(id), exchange)
-        case (.bookEvents(let id), _): try streamEvents(.book(id), exchange)
-        case (.librariesEvents, _): try streamEvents(.libraries, exchange)
-        case (.booksEvents, _): try streamEvents(.books(BookFilter()), exchange)
-        case (.events, "POST"): try streamPostedWatches(exchange)
-        case (.eventStream(let id), _): try changeWatches(of: id, exchange)
-        case (.events, _): try streamWatches(exchange)
+        case (.libraryEvents(let id), _): try streams.streamEvents(.library(id), exchange)
+        case (.bookEvents(let id), _): try streams.streamEvents(.book(id), exchange)
+        case (.librariesEvents, _): try streams.streamEvents(.libraries, exchange)
+        case (.booksEvents, _): try streams.streamEvents(.books(BookFilter()), exchange)
+        case (.events, "POST"): try streams.streamPostedWatches(exchange)
+        case (.eventStream(let id), _): try streams.changeWatches(of: id, exchange)
+        case (.events, _): try streams.streamWatches(exchange)
         case (.health, _): health(exchange)
         case (.metrics, _): exchange.finish(metricsResponse())
         case (.openAPI, _): exchange.finish(specResponse())

@@ -103,7 +103,7 @@ final class LoadedMembers: @unchecked Sendable {
     /// The first subscriber's snapshot, exact at the read's id, when it asked for the members.
     private(set) var snapshot: (shape: SubscriptionRequest.Shape, event: LiveEvent)?
 
-    /// Who is told if this load is large (`LiveHub.onLargeLoads`): at its first batch, and by
+    /// Who is told if this load is large (`LiveHub.Observers`): at its first batch, and by
     /// `endLargeLoad` once the models are in place.
     private let largeLoads: LiveHub.LargeLoads?
     /// Whether `largeLoads` was told of the start: set on the reader's thread, read by
@@ -148,7 +148,7 @@ final class LoadedMembers: @unchecked Sendable {
     func add(_ records: inout [BookRecord], seq: Int, expected: Int) {
         if !isLarge, let largeLoads, expected >= largeLoads.members {  // on the reader's thread
             isLarge = true
-            largeLoads.hook(true)
+            largeLoads.observe(true)
         }
         let batch = HandedBatch()
         swap(&batch.records, &records)
@@ -223,7 +223,7 @@ final class LoadedMembers: @unchecked Sendable {
     /// Tells `largeLoads` that a large load has ended (on the live actor, once its models are
     /// attached); nothing for another load.
     func endLargeLoad() {
-        if isLarge { largeLoads?.hook(false) }
+        if isLarge { largeLoads?.observe(false) }
     }
 
     /// A batch on its way from the reader to the queue, whose records the queue moves out.

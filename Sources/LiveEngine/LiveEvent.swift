@@ -221,7 +221,7 @@ package struct LiveEvent: Sendable {
         }
     }
     /// `members`' rows as the hub's row encoder wrote them while a load read them
-    /// (`LiveHub.encodeEvents`), for the event's first encoding, which takes them as they are;
+    /// (`LiveHub.Wire`), for the event's first encoding, which takes them as they are;
     /// a later one (the other wire form) writes the table. Nil once `members` changes.
     package internal(set) var encodedMembers: EncodedRows?
 

@@ -37,65 +37,65 @@ package final class LiveHub {
     private var heartbeat: (any DispatchSourceTimer)?
     package nonisolated let counters = LiveCounters()
     nonisolated let inbox: ChangeInbox
-    /// How a stream encodes an event (`LiveEvent.wire`), set by the API layer: a refreshed kept
-    /// snapshot is encoded with it ahead of the subscribers who keep joining (`KeptSnapshots`).
-    private nonisolated let eventEncoder = Mutex<(@Sendable (LiveEvent) -> [[UInt8]])?>(nil)
+    /// How the layer above encodes an event and the rows of a snapshot's table, given when the hub
+    /// starts: a refreshed kept snapshot is encoded with it ahead of the subscribers who keep
+    /// joining (`KeptSnapshots`), and a library's load encodes its first subscriber's members as it
+    /// reads them, beside the read, rather than all at once after it (`LiveEvent.encodedMembers`).
+    package struct Wire: Sendable {
+        let event: @Sendable (LiveEvent) -> [[UInt8]]
+        let rows: RowEncoder
 
-    /// How a stream encodes rows of a snapshot's table (`LiveEvent.encodedMembers`), set with
-    /// `eventEncoder`: a library's load encodes its first subscriber's members as it reads them,
-    /// beside the read, rather than all at once after it.
-    private nonisolated let rowEncoderHook = Mutex<RowEncoder?>(nil)
+        package init(event: @escaping @Sendable (LiveEvent) -> [[UInt8]], rows: @escaping RowEncoder) {
+            self.event = event
+            self.rows = rows
+        }
+    }
 
     /// Appends rows `range` of a table to the bytes, as the event encoder writes them between
     /// the brackets of a snapshot's members.
     package typealias RowEncoder = @Sendable (LiveEvent.MemberTable, Range<Int>, inout [UInt8]) -> Void
 
-    /// Sets how a stream encodes an event, and the rows of a snapshot's table.
-    package nonisolated func encodeEvents(
-        with encode: @escaping @Sendable (LiveEvent) -> [[UInt8]], rows: @escaping RowEncoder
-    ) {
-        eventEncoder.withLock { $0 = encode }
-        rowEncoderHook.withLock { $0 = rows }
-    }
-
-    nonisolated var encoder: (@Sendable (LiveEvent) -> [[UInt8]])? { eventEncoder.withLock { $0 } }
-    nonisolated var rowEncoder: RowEncoder? { rowEncoderHook.withLock { $0 } }
-
-    /// Who is told when a load of a large library starts making its members and when it has
-    /// made them, set by the server, which prepares the allocator for the burst (`HeapGrowth`).
-    private nonisolated let largeLoadHook = Mutex<LargeLoads?>(nil)
-
-    /// A hook told of libraries of at least `members` members.
-    package struct SizedHook<Event>: Sendable {
+    /// Who is told of libraries of at least `members` members.
+    package struct SizedObserver<Event>: Sendable {
         let members: Int
-        let hook: @Sendable (Event) -> Void
+        let observe: @Sendable (Event) -> Void
+
+        package init(from members: Int, _ observe: @escaping @Sendable (Event) -> Void) {
+            self.members = members
+            self.observe = observe
+        }
     }
 
-    /// Loads of large libraries, told to `hook`: true as one starts, false once its models are
-    /// attached.
-    package typealias LargeLoads = SizedHook<Bool>
+    /// Loads of large libraries: told true as one starts making its members, false once its
+    /// models are attached. The server prepares the allocator for the burst (`HeapGrowth`).
+    package typealias LargeLoads = SizedObserver<Bool>
 
-    /// Tells `hook` of the loads of libraries of at least `members` members.
-    package nonisolated func onLargeLoads(
-        from members: Int, _ hook: @escaping @Sendable (_ started: Bool) -> Void
-    ) {
-        largeLoadHook.withLock { $0 = LargeLoads(members: members, hook: hook) }
+    /// Large libraries let go: told (on the live actor, the models just let go) when a library of
+    /// many members stops being watched. The server gives the memory back (`HeapTrimmer`).
+    package typealias LargeDrops = SizedObserver<Void>
+
+    /// What the layers above tell the hub when it starts: how events go on the wire, and who
+    /// watches large loads and drops. Each is optional: a hub without `wire` encodes nothing ahead.
+    package struct Observers: Sendable {
+        package var wire: Wire?
+        package var largeLoads: LargeLoads?
+        package var largeDrops: LargeDrops?
+
+        package init(wire: Wire? = nil, largeLoads: LargeLoads? = nil, largeDrops: LargeDrops? = nil) {
+            self.wire = wire
+            self.largeLoads = largeLoads
+            self.largeDrops = largeDrops
+        }
     }
 
-    nonisolated var largeLoads: LargeLoads? { largeLoadHook.withLock { $0 } }
+    nonisolated let observers: Observers
+    nonisolated var encoder: (@Sendable (LiveEvent) -> [[UInt8]])? { observers.wire?.event }
+    nonisolated var rowEncoder: RowEncoder? { observers.wire?.rows }
+    nonisolated var largeLoads: LargeLoads? { observers.largeLoads }
 
-    /// Who is told when a library of many members stops being watched and its models are let go,
-    /// set by the server, which then gives the memory they held back to the system (`HeapTrimmer`).
-    private nonisolated let largeDropHook = Mutex<SizedHook<Void>?>(nil)
-
-    /// Tells `hook` (on the live actor, its models just let go) when a library of at least
-    /// `members` members stops being watched.
-    package nonisolated func onLargeDrops(from members: Int, _ hook: @escaping @Sendable () -> Void) {
-        largeDropHook.withLock { $0 = SizedHook(members: members, hook: hook) }
-    }
-
-    private nonisolated init(store: any LiveStore, inboxCapacity: Int) {
+    private nonisolated init(store: any LiveStore, inboxCapacity: Int, observers: Observers) {
         self.store = store
+        self.observers = observers
         inbox = ChangeInbox(capacity: inboxCapacity)
     }
 
@@ -105,9 +105,10 @@ package final class LiveHub {
     package nonisolated static func start(
         store: any LiveStore,
         heartbeatInterval: Double,
-        inboxCapacity: Int = 4_096
+        inboxCapacity: Int = 4_096,
+        observers: Observers = Observers()
     ) -> LiveHub {
-        let hub = LiveHub(store: store, inboxCapacity: inboxCapacity)
+        let hub = LiveHub(store: store, inboxCapacity: inboxCapacity, observers: observers)
         let latest = (try? store.latestCommittedSeq()) ?? 0
         hub.counters.committedSeq.raise(to: latest)
         hub.counters.publishedSeq.raise(to: latest)
@@ -363,7 +364,7 @@ package final class LiveHub {
     func drop(_ library: LiveLibrary) {
         libraries[library.id] = nil
         updateInbox()
-        if let drops = largeDropHook.withLock({ $0 }), library.members.count >= drops.members { drops.hook(()) }
+        if let drops = observers.largeDrops, library.members.count >= drops.members { drops.observe(()) }
     }
 
     func keepAlive() {

@@ -1,5 +1,5 @@
 /// The bytes of a `text/event-stream` as the server writes them: the one place its framing is
-/// spelled (the server's encoder, `LibraryAPI/Representation/EventEncoding.swift`, builds every
+/// spelled (the server's encoder, `EventStreams/EventEncoding.swift`, builds every
 /// stream kind from these), beside the one parser (`EventStreamParser`) that the Swift client and
 /// the tests read streams with.
 ///

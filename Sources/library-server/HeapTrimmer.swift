@@ -16,7 +16,7 @@ import Synchronization
 /// by one, so `RssAnon` rose by tens of MiB over a run whose heap in use stayed flat. A trim takes
 /// 2 to 5 ms for 10 to 20 MiB, up to about 25 ms after a 100,000-member library's models are let
 /// go (`Benchmarks/memory.py`'s mixed run: one every 5 s or so). When a large library's models are
-/// let go (`LiveHub.onLargeDrops`) it also looks 0.1 s later, not up to `interval` later.
+/// let go (`LiveHub.LargeDrops`) it also looks 0.1 s later, not up to `interval` later.
 final class HeapTrimmer: Sendable {
     /// Resident free bytes past which a trim runs.
     static let threshold = 8 << 20

@@ -1,4 +1,5 @@
 import CSystemLinux
+import EventStreams
 import Foundation
 import HTTPServer
 import LibraryAPI
@@ -99,10 +100,16 @@ for migration in store.appliedMigrationNames {
     logger.notice("applied migration", metadata: ["migration": "\(migration)"])
 }
 
-let hub = LiveHub.start(store: store, heartbeatInterval: configuration.heartbeatInterval)
 // A large library's load grows the heaps by hundreds of MiB: a mapping at a time, not a page.
 let heapGrowth = HeapGrowth()
-hub.onLargeLoads(from: HeapGrowth.members) { heapGrowth.load(started: $0) }
+let heapTrimmer = HeapTrimmer()
+let hub = LiveHub.start(
+    store: store, heartbeatInterval: configuration.heartbeatInterval,
+    observers: LiveHub.Observers(
+        wire: EventStreams.wire,
+        largeLoads: LiveHub.LargeLoads(from: HeapGrowth.members) { heapGrowth.load(started: $0) },
+        largeDrops: LiveHub.LargeDrops(from: HeapTrimmer.largeLibrary) { heapTrimmer.lookSoon() }
+    ))
 let api = LibraryAPI(
     store: store,
     hub: hub,
@@ -145,8 +152,6 @@ api.metrics.addGauge("library_heap_in_use_bytes", help: "Heap memory handed out 
 api.metrics.addGauge("library_heap_free_bytes", help: "Heap memory freed but still held by the process (malloc).") {
     MemoryReadings.heapFree
 }
-let heapTrimmer = HeapTrimmer()
-hub.onLargeDrops(from: HeapTrimmer.largeLibrary) { heapTrimmer.lookSoon() }
 api.metrics.addCounter(
     "library_heap_trims_total",
     help: "Times the heap held over \(HeapTrimmer.threshold >> 20) MiB free in resident pages and was trimmed back "

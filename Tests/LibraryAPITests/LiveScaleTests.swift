@@ -25,11 +25,11 @@ import Testing
     }
 
     @Test func aChangeToOneMemberOfA10000BookLibrary_CostsWorkForThatMemberOnly() throws {
-        let live = try LiveServer()
+        let largeLoads = Mutex<[Bool]>([])
+        let live = try LiveServer(
+            largeLoads: LiveHub.LargeLoads(from: 10_000) { started in largeLoads.withLock { $0.append(started) } })
         let library = try live.createLibrary()
         let ids = try Self.fill(live, library: library, count: 10_000)
-        let largeLoads = Mutex<[Bool]>([])
-        live.hub.onLargeLoads(from: 10_000) { started in largeLoads.withLock { $0.append(started) } }
         let stream = try live.events("/libraries/\(library)/events?fields=bookCount,books.title")
         let snapshot = try #require(try stream.next(timeout: 20_000))
         // Loaded in several batches (a thousand members each in debug builds), the snapshot
@@ -73,13 +73,12 @@ import Testing
     /// A library of many members is told of once nobody watches it any more, its models let go
     /// (the server then gives their memory back: `HeapTrimmer`); a small one never.
     @Test func aLargeLibraryNoLongerWatched_IsToldOfOnceItsModelsAreLetGo() throws {
-        let live = try LiveServer()
+        let drops = Atomic<Int>(0)
+        let live = try LiveServer(largeDrops: LiveHub.LargeDrops(from: 2_000) { drops.add(1, ordering: .relaxed) })
         let large = try live.createLibrary()
         _ = try Self.fill(live, library: large, count: 2_000)
         let small = try live.createLibrary()
         _ = try live.createBook(in: small, title: "one")
-        let drops = Atomic<Int>(0)
-        live.hub.onLargeDrops(from: 2_000) { drops.add(1, ordering: .relaxed) }
         for (library, expected) in [(small, 0), (large, 1)] {
             var stream: EventStreamClient? = try live.events("/libraries/\(library)/events?fields=books.title")
             _ = try #require(try stream?.next(timeout: 20_000))

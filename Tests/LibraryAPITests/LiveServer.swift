@@ -1,3 +1,4 @@
+import EventStreams
 import Foundation
 import HTTPServer
 import LibraryAPI
@@ -38,7 +39,9 @@ final class LiveServer {
         busyTimeoutMilliseconds: Int32 = 5_000,
         history: Int = 10_000,
         heartbeatInterval: Double = 15,
-        inboxCapacity: Int = 4_096
+        inboxCapacity: Int = 4_096,
+        largeLoads: LiveHub.LargeLoads? = nil,
+        largeDrops: LiveHub.LargeDrops? = nil
     ) throws {
         let environment = ProcessInfo.processInfo.environment
         if path == ":memory:", environment["LIBRARY_TEST_ENGINE"] == "postgres",
@@ -62,7 +65,9 @@ final class LiveServer {
             store = try LibraryStore(
                 path: path, lanes: 2, busyTimeoutMilliseconds: busyTimeoutMilliseconds, history: history)
         }
-        hub = LiveHub.start(store: store, heartbeatInterval: heartbeatInterval, inboxCapacity: inboxCapacity)
+        hub = LiveHub.start(
+            store: store, heartbeatInterval: heartbeatInterval, inboxCapacity: inboxCapacity,
+            observers: LiveHub.Observers(wire: EventStreams.wire, largeLoads: largeLoads, largeDrops: largeDrops))
         let api = LibraryAPI(
             store: store,
             hub: hub,

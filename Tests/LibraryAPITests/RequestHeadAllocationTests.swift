@@ -2,6 +2,7 @@ import CAllocationCounter
 import HTTPServer
 import Testing
 
+@testable import APICore
 @testable import LibraryAPI
 
 /// How many heap allocations a typical `GET /books/{id}` costs from bytes to a route: the head is

@@ -1,3 +1,4 @@
+import APICore
 import Digest
 import HTTPServer
 import LibraryDomain

@@ -1,3 +1,5 @@
+import APICore
+
 /// The host names a request's `Host` header may carry (any port), against DNS rebinding.
 ///
 /// A web page on `evil.example` that makes its name resolve to 127.0.0.1 can reach a server on

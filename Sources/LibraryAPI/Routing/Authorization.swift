@@ -1,3 +1,4 @@
+import APICore
 import HTTPServer
 
 extension LibraryAPI {

@@ -1,3 +1,4 @@
+import APICore
 import HTTPServer
 
 /// Cross-origin access for browser clients, off unless an origin is configured.

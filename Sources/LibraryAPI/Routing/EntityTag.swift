@@ -1,3 +1,4 @@
+import APICore
 import LibraryDomain
 
 /// `ETag: "<version>"` and the conditional headers built on it (RFC 9110 §13).

@@ -1,9 +1,10 @@
 import Foundation
 import JSON
 import LibraryDomain
+import TestSupport
 import Testing
 
-@testable import LibraryAPI
+@testable import EventStreams
 @testable import LiveEngine
 
 /// The fast paths of event encoding: strings checked eight bytes at a time, integers written

@@ -2,13 +2,13 @@ import LibraryDomain
 
 /// The decoded query string. Parameters this API does not define are ignored (so cache-busting
 /// parameters work); a defined one given twice, or a bad escape anywhere, is a 400.
-struct QueryParameters: Sendable {
+package struct QueryParameters: Sendable {
     private var values: [String: String] = [:]
     private var repeated: Set<String> = []
     /// Every `watch` given, in order: the one parameter that may repeat (`GET /events`).
-    private(set) var watches: [String] = []
+    package private(set) var watches: [String] = []
 
-    init(_ query: Substring?) throws(APIError) {
+    package init(_ query: Substring?) throws(APIError) {
         guard let query, !query.isEmpty else { return }
         // Split on the UTF-8 bytes: `&` and `=` are ASCII, and splitting `Character`s is slow.
         for pair in query.utf8.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
@@ -25,10 +25,10 @@ struct QueryParameters: Sendable {
     }
 
     /// The names of the parameters given, but `watch`.
-    var names: Dictionary<String, String>.Keys { values.keys }
+    package var names: Dictionary<String, String>.Keys { values.keys }
 
     /// The value of `name`; a 400 if it was given more than once.
-    func string(_ name: String) throws(APIError) -> String? {
+    package func string(_ name: String) throws(APIError) -> String? {
         guard !repeated.contains(name) else {
             throw .badRequest("The query parameter \(name) is given more than once.")
         }
@@ -39,7 +39,7 @@ struct QueryParameters: Sendable {
     /// filterable, named and read as the field (in table order, so the first bad one is the one
     /// reported). The library of a path (`/libraries/{id}/books`) takes the place of its parameter,
     /// which is then not read.
-    func bookFilter(in library: String? = nil) throws(APIError) -> BookFilter {
+    package func bookFilter(in library: String? = nil) throws(APIError) -> BookFilter {
         var filter = BookFilter()
         filter.library = library
         for field in BookField.filterable where filter[field] == nil {
@@ -66,7 +66,7 @@ struct QueryParameters: Sendable {
     }
 
     /// `limit`: 1 to 500, default 50.
-    func limit() throws(APIError) -> Int {
+    package func limit() throws(APIError) -> Int {
         guard let text = try string("limit") else { return 50 }
         guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), text.utf8.count <= 4, let value = Int(text),
             (1...500).contains(value)
@@ -75,12 +75,12 @@ struct QueryParameters: Sendable {
     }
 
     /// The position after which a page starts: 0 without `cursor`.
-    func cursor() throws(APIError) -> Int {
+    package func cursor() throws(APIError) -> Int {
         try string("cursor").map { text throws(APIError) in try Cursor.decode(text) } ?? 0
     }
 
     /// A boolean parameter: `true` or `false`.
-    func bool(_ name: String) throws(APIError) -> Bool? {
+    package func bool(_ name: String) throws(APIError) -> Bool? {
         switch try string(name) {
         case nil: return nil
         case "true": return true
@@ -90,7 +90,7 @@ struct QueryParameters: Sendable {
     }
 
     /// A UUID parameter, canonicalized.
-    func identifier(_ name: String) throws(APIError) -> String? {
+    package func identifier(_ name: String) throws(APIError) -> String? {
         guard let text = try string(name) else { return nil }
         guard let id = Identifier.canonical(text) else { throw .badRequest("\(name) must be a UUID.") }
         return id

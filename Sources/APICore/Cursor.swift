@@ -3,13 +3,13 @@
 ///
 /// Every string of the documented shape (`^c[0-9a-z]{1,12}$`) names a position, so a well-formed
 /// cursor is never refused; anything else is a 400. Twelve base-36 digits stay below `Int.max`.
-enum Cursor {
-    static func encode(_ seq: Int) -> String {
+package enum Cursor {
+    package static func encode(_ seq: Int) -> String {
         "c" + String(seq, radix: 36)
     }
 
     /// The position a cursor names; a 400 when it does not have the shape `encode` gives.
-    static func decode(_ text: String) throws(APIError) -> Int {
+    package static func decode(_ text: String) throws(APIError) -> Int {
         let digits = text.utf8.dropFirst()
         guard text.utf8.first == UInt8(ascii: "c"), (1...12).contains(digits.count),
             digits.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x7A).contains($0) }),

@@ -4,7 +4,7 @@ import LibraryDomain
 
 /// The members of a JSON object request body, read field by field with every problem collected,
 /// so one 422 lists all of them.
-struct RequestBody {
+package struct RequestBody {
     private var members: [String: JSONValue] = [:]
     private(set) var errors: [FieldError] = []
 
@@ -13,7 +13,7 @@ struct RequestBody {
     ///
     /// A body without `Content-Type` is refused too: a web page can send one cross-origin without
     /// a preflight (a `no-cors` fetch or a form), but it cannot send `application/json`.
-    init<Field: ResourceField>(_ request: HTTPRequest, of _: Field.Type) throws(APIError) {
+    package init<Field: ResourceField>(_ request: HTTPRequest, of _: Field.Type) throws(APIError) {
         for (key, value) in try Self.members(of: request) {
             if let field = Field(named: key) {
                 if Field.table[field.rawValue].writable { members[key] = value }
@@ -27,7 +27,7 @@ struct RequestBody {
 
     /// The members of a JSON object body: 415 for another media type, 400 for no body or one
     /// that is not JSON, 422 for JSON that is not an object.
-    static func members(of request: HTTPRequest) throws(APIError) -> [(key: String, value: JSONValue)] {
+    package static func members(of request: HTTPRequest) throws(APIError) -> [(key: String, value: JSONValue)] {
         try checkMediaType(of: request)
         guard !request.body.isEmpty else { throw .badRequest("The request needs a JSON object body.") }
         let value: JSONValue
@@ -43,7 +43,7 @@ struct RequestBody {
     }
 
     /// A body must be JSON (415 otherwise); a header, so it is checked before the body is read.
-    static func checkMediaType(of request: HTTPRequest) throws(APIError) {
+    package static func checkMediaType(of request: HTTPRequest) throws(APIError) {
         // No Content-Type is refused too: a browser's no-cors request can send a body without one.
         let contentType = request.headers["content-type"] ?? ""
         let mediaType =
@@ -59,10 +59,10 @@ struct RequestBody {
     }
 
     /// Whether the body has this member at all.
-    func has(_ name: String) -> Bool { members[name] != nil }
+    package func has(_ name: String) -> Bool { members[name] != nil }
 
     /// A string member that may be absent (nil) but not null.
-    mutating func string(_ name: String) -> String? {
+    package mutating func string(_ name: String) -> String? {
         switch members[name] {
         case nil: return nil
         case .string(let value): return value
@@ -73,7 +73,7 @@ struct RequestBody {
     }
 
     /// A nullable string member: nil when absent, `.some(nil)` for null.
-    mutating func nullableString(_ name: String) -> String?? {
+    package mutating func nullableString(_ name: String) -> String?? {
         switch members[name] {
         case nil: return nil
         case .null: return .some(nil)
@@ -85,7 +85,7 @@ struct RequestBody {
     }
 
     /// An integer member: nil when absent; null only where `nullable`.
-    mutating func integer(_ name: String, nullable: Bool) -> FieldValue? {
+    package mutating func integer(_ name: String, nullable: Bool) -> FieldValue? {
         switch members[name] {
         case nil: return nil
         case .null where nullable: return .null
@@ -98,7 +98,7 @@ struct RequestBody {
     }
 
     /// A nullable boolean member: nil when absent.
-    mutating func nullableBool(_ name: String) -> FieldValue? {
+    package mutating func nullableBool(_ name: String) -> FieldValue? {
         switch members[name] {
         case nil: return nil
         case .null: return .null
@@ -110,7 +110,7 @@ struct RequestBody {
     }
 
     /// A boolean member that may be absent but not null.
-    mutating func bool(_ name: String) -> Bool? {
+    package mutating func bool(_ name: String) -> Bool? {
         switch members[name] {
         case nil: return nil
         case .bool(let value): return value
@@ -121,12 +121,12 @@ struct RequestBody {
     }
 
     /// Records a problem found by the caller.
-    mutating func reject(_ error: FieldError) {
+    package mutating func reject(_ error: FieldError) {
         errors.append(error)
     }
 
     /// Throws the collected errors as one 422.
-    func check() throws(APIError) {
+    package func check() throws(APIError) {
         if !errors.isEmpty { throw .invalid(errors) }
     }
 
@@ -139,7 +139,7 @@ struct RequestBody {
 extension RequestBody {
     /// The member for `field`, checked against the field's kind and nullability: nil when absent or
     /// of another kind (then noted). A UUID is made canonical (lowercase).
-    mutating func value<Field: ResourceField>(_ field: Field) -> FieldValue? {
+    package mutating func value<Field: ResourceField>(_ field: Field) -> FieldValue? {
         let name = field.name
         let value: FieldValue?
         // The row's kind and nullability read in place, not by copying the row.
@@ -158,7 +158,7 @@ extension RequestBody {
     }
 
     /// Every writable field the body has, each checked as `value(_:)` does.
-    mutating func values<Field: ResourceField>(of _: Field.Type) -> [Field: FieldValue] {
+    package mutating func values<Field: ResourceField>(of _: Field.Type) -> [Field: FieldValue] {
         var values: [Field: FieldValue] = [:]
         for field in Field.writable { values[field] = value(field) }
         return values
@@ -169,7 +169,7 @@ extension RequestBody {
 package enum BodyDecoding {
     /// A whole representation (POST, PUT): absent fields take the table's defaults, and one without
     /// a default is required; `preset` values stand for absent fields (the library in a path).
-    static func draft<Draft: FieldDraft>(
+    package static func draft<Draft: FieldDraft>(
         _ request: HTTPRequest, _: Draft.Type, preset: [Draft.Field: FieldValue] = [:]
     ) throws(APIError) -> Draft {
         var body = try RequestBody(request, of: Draft.Field.self)
@@ -196,7 +196,9 @@ package enum BodyDecoding {
     }
 
     /// A merge patch: the writable fields the body has.
-    static func patch<Field: ResourceField>(_ request: HTTPRequest, _: Field.Type) throws(APIError) -> Patch<Field> {
+    package static func patch<Field: ResourceField>(_ request: HTTPRequest, _: Field.Type) throws(APIError) -> Patch<
+        Field
+    > {
         var body = try RequestBody(request, of: Field.self)
         let patch = Patch(body.values(of: Field.self))
         try body.check()

@@ -1,3 +1,5 @@
+import APICore
+
 /// The state of one multiplexed stream (`GET /events`, `POST /events`) apart from its watches'
 /// data: whether it is opening, open, refused or over, and the gates a frame passes before it is
 /// written (every watch settled, the live side at the newest change a watch reached, room on the

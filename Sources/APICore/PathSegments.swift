@@ -1,6 +1,6 @@
 /// The segments of a request path after its first `/`, as routing needs them: how many there
 /// are, whether one is empty, and the first three (routes have at most three).
-struct PathSegments {
+package struct PathSegments {
     private(set) var count = 0
     private(set) var hasEmpty = false
     private(set) var first: Substring = ""
@@ -8,12 +8,12 @@ struct PathSegments {
     private(set) var third: Substring = ""
 
     /// The segments of a path without escapes: slices of it, nothing copied.
-    init(_ path: Substring) {
+    package init(_ path: Substring) {
         Self.forEachSegment(of: path) { record($0) }
     }
 
     /// The segments of a path with `%` escapes, each decoded; 400 if any escape is malformed.
-    init(decoding path: Substring) throws(APIError) {
+    package init(decoding path: Substring) throws(APIError) {
         var valid = true
         Self.forEachSegment(of: path) { raw in
             guard let segment = percentDecode(raw) else {
@@ -50,12 +50,12 @@ struct PathSegments {
     }
 
     /// Whether `path` has a `%` escape.
-    static func hasEscape(_ path: Substring) -> Bool {
+    package static func hasEscape(_ path: Substring) -> Bool {
         firstIndex(of: UInt8(ascii: "%"), in: path.utf8, from: path.utf8.startIndex) != nil
     }
 
     /// Whether `segment` is `name`, byte for byte.
-    static func matches(_ segment: Substring, _ name: StaticString) -> Bool {
+    package static func matches(_ segment: Substring, _ name: StaticString) -> Bool {
         let utf8 = segment.utf8
         guard utf8.count == name.utf8CodeUnitCount else { return false }
         var index = utf8.startIndex

@@ -2,7 +2,7 @@ import HTTPServer
 import LibraryDomain
 
 /// Every route of the API, with the ids its path carries.
-enum Route: Sendable, Equatable {
+package enum Route: Sendable, Equatable {
     case libraries
     case library(String)
     case libraryBooks(String)
@@ -28,7 +28,7 @@ enum Route: Sendable, Equatable {
     ///
     /// Segments are compared as slices of the path; only the id handed to a handler becomes a
     /// `String`. A path with a `%` escape has every segment decoded first.
-    init(path: Substring) throws(APIError) {
+    package init(path: Substring) throws(APIError) {
         guard path != "*" else { throw .notFound("No route matches *.") }
         if path == "/" {
             self = .console("index.html")
@@ -72,7 +72,7 @@ enum Route: Sendable, Equatable {
     }
 
     /// The path template, used as the `route` label of metrics and logs.
-    var template: String {
+    package var template: String {
         switch self {
         case .libraries: "/libraries"
         case .library: "/libraries/{id}"
@@ -94,7 +94,7 @@ enum Route: Sendable, Equatable {
 
     /// The methods this route answers (OPTIONS is answered everywhere): shared lists, never built
     /// per request.
-    var methods: [String] {
+    package var methods: [String] {
         switch self {
         case .libraries, .books, .libraryBooks: Self.collectionMethods
         case .library, .book: Self.resourceMethods
@@ -106,7 +106,7 @@ enum Route: Sendable, Equatable {
     }
 
     /// Whether `method` is one of `methods`, decided without touching the list.
-    func allows(_ method: String) -> Bool {
+    package func allows(_ method: String) -> Bool {
         switch (self, method) {
         case (.eventStream, "POST"), (.eventStream, "OPTIONS"): true
         case (.eventStream, _): false
@@ -122,7 +122,7 @@ enum Route: Sendable, Equatable {
     }
 
     /// `methods` as the value of an `Allow` header.
-    var allow: String {
+    package var allow: String {
         switch self {
         case .libraries, .books, .libraryBooks: Self.collectionAllow
         case .library, .book: Self.resourceAllow

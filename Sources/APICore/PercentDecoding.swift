@@ -1,5 +1,5 @@
 /// Decodes `%XX` escapes (and, in queries, `+` as space); nil for a bad escape or invalid UTF-8.
-func percentDecode(_ text: Substring, plusAsSpace: Bool = false) -> String? {
+package func percentDecode(_ text: Substring, plusAsSpace: Bool = false) -> String? {
     if !text.utf8.contains(where: { $0 == UInt8(ascii: "%") || (plusAsSpace && $0 == UInt8(ascii: "+")) }) {
         return String(text)  // nothing to decode (the usual case), and already valid UTF-8
     }

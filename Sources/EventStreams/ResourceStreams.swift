@@ -1,13 +1,14 @@
+import APICore
 import HTTPServer
 import LibraryDomain
 import LiveEngine
 
-extension LibraryAPI {
+extension EventStreams {
     /// `GET /books/{id}/events`, `GET /libraries/{id}/events`, `GET /libraries/events` and
     /// `GET /books/events`: a Server-Sent Events stream of the requested fields. Unknown id (404)
     /// and bad `fields`, filters or `Last-Event-ID` (400) are answered as problems before any
     /// stream starts.
-    func streamEvents(_ target: SubscriptionRequest.Target, _ exchange: Exchange) throws(APIError) {
+    package func streamEvents(_ target: SubscriptionRequest.Target, _ exchange: any StreamExchange) throws(APIError) {
         let query = try QueryParameters(exchange.request.query)
         var request = try Self.subscription(target, query: query)
         if let text = try Self.lastEventID(exchange, query) {
@@ -48,7 +49,7 @@ extension LibraryAPI {
     /// When the header is given the parameter is not read at all: a page that opened its stream
     /// with `?lastEventId=` keeps that URL, and the browser's own reconnects add the header with a
     /// newer id, which must win whatever the old parameter says.
-    static func lastEventID(_ exchange: Exchange, _ query: QueryParameters) throws(APIError) -> String? {
+    static func lastEventID(_ exchange: any StreamExchange, _ query: QueryParameters) throws(APIError) -> String? {
         if let header = exchange.request.headers["last-event-id"] { return header }
         return try query.string("lastEventId")
     }

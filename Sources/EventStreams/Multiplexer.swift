@@ -1,3 +1,4 @@
+import APICore
 import Digest
 import Dispatch
 import HTTPServer
@@ -196,11 +197,11 @@ final class Multiplexer {
             state.refuse()
             unsubscribeAll()
             return fail(
-                .notFound("watch \"\(part.watch.prefix(300))\": no \(LibraryAPI.describe(part.target)) exists."))
+                .notFound("watch \"\(part.watch.prefix(300))\": no \(EventStreams.describe(part.target)) exists."))
         case .failed(let error):
             state.refuse()
             unsubscribeAll()
-            return fail(APIError(error, resource: LibraryAPI.describe(part.target)))
+            return fail(APIError(error, resource: EventStreams.describe(part.target)))
         }
         guard state.answered() else { return }
         let stream = open()
@@ -354,7 +355,7 @@ final class Multiplexer {
         for (watch, request) in adding {
             if let held = activeKeys[WatchKey(request)], !removed.contains(held.watch) {
                 guard held.watch == watch else {
-                    return LibraryAPI.badWatch(watch, "names what \"\(held.watch.prefix(300))\" names.")
+                    return EventStreams.badWatch(watch, "names what \"\(held.watch.prefix(300))\" names.")
                 }
                 continue  // already on the stream: left as it is
             }
@@ -362,7 +363,7 @@ final class Multiplexer {
             let held = targets[request.target, default: perTarget[request.target] ?? 0] + 1
             targets[request.target] = held
             if held > Self.maxWatchesPerTarget {
-                return LibraryAPI.badWatch(watch, LibraryAPI.perTargetRefusal(request.target))
+                return EventStreams.badWatch(watch, EventStreams.perTargetRefusal(request.target))
             }
         }
         guard count <= Self.maxPostedWatches else {

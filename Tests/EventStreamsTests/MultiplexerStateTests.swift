@@ -1,6 +1,6 @@
 import Testing
 
-@testable import LibraryAPI
+@testable import EventStreams
 
 /// A multiplexed stream's rules, event by event with explicit times: no socket, no hub, no sleep.
 @Suite struct MultiplexerStateTests {

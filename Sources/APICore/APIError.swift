@@ -10,30 +10,30 @@ import LibraryModel
 package struct APIError: Error, Sendable {
     package let status: HTTPStatus
     /// A URI naming the kind of problem; documented in openapi.yaml.
-    let type: String
-    let detail: String
-    var errors: [FieldError] = []
+    package let type: String
+    package let detail: String
+    package var errors: [FieldError] = []
     /// How many field errors were found beyond those in `errors` (see `maxListedErrors`).
-    var errorsOmitted = 0
-    var headers = HTTPHeaders()
+    package var errorsOmitted = 0
+    package var headers = HTTPHeaders()
 
     /// A 422 lists at most this many field errors, so the answer to a body of many bad members
     /// stays small whatever the body's size (one per member would amplify the request).
-    static let maxListedErrors = 20
+    package static let maxListedErrors = 20
 
-    init(_ status: HTTPStatus, _ type: String, _ detail: String, errors: [FieldError] = []) {
+    package init(_ status: HTTPStatus, _ type: String, _ detail: String, errors: [FieldError] = []) {
         self.status = status
         self.type = "urn:library-server:problem:" + type
         self.detail = detail
         self.errors = errors
     }
 
-    static func badRequest(_ detail: String) -> APIError { APIError(.badRequest, "bad-request", detail) }
+    package static func badRequest(_ detail: String) -> APIError { APIError(.badRequest, "bad-request", detail) }
 
-    static func notFound(_ detail: String) -> APIError { APIError(.notFound, "not-found", detail) }
+    package static func notFound(_ detail: String) -> APIError { APIError(.notFound, "not-found", detail) }
 
     /// A 422 that lists the first `maxListedErrors` of `errors` and counts the rest.
-    static func invalid(_ errors: [FieldError]) -> APIError {
+    package static func invalid(_ errors: [FieldError]) -> APIError {
         let listed = Array(errors.prefix(maxListedErrors))
         let omitted = errors.count - listed.count
         var summary = listed.map { "\($0.field) \($0.message)" }.joined(separator: "; ")
@@ -44,21 +44,21 @@ package struct APIError: Error, Sendable {
         return error
     }
 
-    static func unavailable() -> APIError {
+    package static func unavailable() -> APIError {
         var error = APIError(
             .serviceUnavailable, "unavailable", "The database is unavailable right now; retry shortly.")
         error.headers.set("Retry-After", "1")
         return error
     }
 
-    static let internalError = APIError(
+    package static let internalError = APIError(
         .internalServerError,
         "internal",
         "The server failed to answer this request; the failure is logged."
     )
 
     /// The API's view of a store failure; `resource` names what was looked up ("library 3f2a…").
-    init(_ error: StoreError, resource: String) {
+    package init(_ error: StoreError, resource: String) {
         switch error.kind {
         case .notFound: self = .notFound("No \(resource) exists.")
         case .preconditionFailed:
@@ -72,7 +72,7 @@ package struct APIError: Error, Sendable {
     }
 
     /// The problem document as a response.
-    var response: HTTPResponse {
+    package var response: HTTPResponse {
         var json = JSONWriter()
         json.beginObject()
         json.key(ProblemMember.type.rawValue)

@@ -1,3 +1,4 @@
+import APICore
 import JSON
 import LibraryDomain
 import LiveEngine
@@ -173,25 +174,6 @@ enum EventEncoding {
 }
 
 extension JSONWriter {
-    mutating func value(_ value: FieldValue) {
-        switch value {
-        case .string(let text): string(text)
-        case .int(let number): int(number)
-        case .bool(let flag): bool(flag)
-        case .null: null()
-        }
-    }
-
-    /// `value`, appended to `bytes` as JSON.
-    static func append(_ value: FieldValue, to bytes: inout [UInt8]) {
-        switch value {
-        case .string(let text): appendString(text, to: &bytes)
-        case .int(let number): appendInt(number, to: &bytes)
-        case .bool(let flag): appendBool(flag, to: &bytes)
-        case .null: appendNull(to: &bytes)
-        }
-    }
-
     /// A snapshot's table as an array of members, written row after row straight into the bytes:
     /// the path of a million members (about 70 MB).
     mutating func members(_ table: LiveEvent.MemberTable) {

@@ -1,13 +1,14 @@
+import APICore
 import HTTPServer
 import JSON
 import LibraryDomain
 import LiveEngine
 
-extension LibraryAPI {
+extension EventStreams {
     /// `GET /events?watch=T&watch=…`: many streams on one connection (`Multiplexer`). Every watch
     /// is checked before the stream starts: a bad one is a 400 naming it, an unknown resource a
     /// 404 naming it.
-    func streamWatches(_ exchange: Exchange) throws(APIError) {
+    package func streamWatches(_ exchange: any StreamExchange) throws(APIError) {
         let query = try QueryParameters(exchange.request.query)
         let watches = query.watches
         guard !watches.isEmpty else {
@@ -26,7 +27,7 @@ extension LibraryAPI {
     /// `Multiplexer.maxPostedWatches`). Frame ids are bare `<seq>`; the next request's body names
     /// the watches that resume after it (all of them when `resume` is absent), and the others get
     /// their snapshot. `Last-Event-ID` is not read: the body says where to resume.
-    func streamPostedWatches(_ exchange: Exchange) throws(APIError) {
+    package func streamPostedWatches(_ exchange: any StreamExchange) throws(APIError) {
         let body = try PostedWatches(exchange.request)
         guard body.watches.count <= Multiplexer.maxPostedWatches else {
             throw .badRequest(
@@ -44,7 +45,7 @@ extension LibraryAPI {
     /// a later frame of the stream (or a `delete` entry when their resource is gone); removed ones
     /// get nothing more. `204` once the change is made; `404` when no such stream is open here
     /// (it ended, or another replica holds it): the client opens a new stream instead.
-    func changeWatches(of streamID: String, _ exchange: Exchange) throws(APIError) {
+    package func changeWatches(of streamID: String, _ exchange: any StreamExchange) throws(APIError) {
         let body = try WatchChanges(exchange.request)
         let added = Array(zip(body.add, try Self.watchRequests(body.add)))
         LiveActor.enqueue {
@@ -101,7 +102,7 @@ extension LibraryAPI {
     }
 
     private func openWatches(
-        _ exchange: Exchange, _ watches: [String], _ subscriptions: [SubscriptionRequest],
+        _ exchange: any StreamExchange, _ watches: [String], _ subscriptions: [SubscriptionRequest],
         resume: (seq: Int, tags: Set<String>?)?, tagged: Bool
     ) {
         let hub = self.hub
@@ -144,7 +145,7 @@ extension LibraryAPI {
 
     /// Where a multiplexed stream resumes: `<seq>.<tag>` as the stream sent it (the watches named
     /// by the tag resume, the others start with a snapshot), or a bare `<seq>` (every watch resumes).
-    static func watchResumePoint(_ exchange: Exchange, _ query: QueryParameters) throws(APIError)
+    static func watchResumePoint(_ exchange: any StreamExchange, _ query: QueryParameters) throws(APIError)
         -> (seq: Int, tags: Set<String>?)?
     {
         try lastEventID(exchange, query).map { text throws(APIError) in try watchResumePoint(text) }
@@ -268,7 +269,7 @@ package struct PostedWatches {
                     errors.append(FieldError("watches", "must be a non-empty array of watches (strings)"))
                 }
             case "lastEventId":
-                if case .string(let text) = value, let seq = LibraryAPI.sequenceNumber(text) {
+                if case .string(let text) = value, let seq = EventStreams.sequenceNumber(text) {
                     lastEventId = seq
                 } else {
                     errors.append(

@@ -1,18 +1,18 @@
 import LibraryDomain
 
 /// The fields a client asked for with `?fields=`; `id` is always included.
-struct FieldSelection<Field: ResourceField>: Sendable {
+package struct FieldSelection<Field: ResourceField>: Sendable {
     private let selected: Set<Field>?
 
     /// All fields.
-    static var all: FieldSelection { FieldSelection(selected: nil) }
+    package static var all: FieldSelection { FieldSelection(selected: nil) }
 
     private init(selected: Set<Field>?) {
         self.selected = selected
     }
 
     /// Parses `a,b,c`; an empty or unknown name is a 400 that lists the valid names.
-    init(parsing text: String?) throws(APIError) {
+    package init(parsing text: String?) throws(APIError) {
         guard let text else {
             self.selected = nil
             return
@@ -29,5 +29,5 @@ struct FieldSelection<Field: ResourceField>: Sendable {
         self.selected = selected
     }
 
-    func contains(_ field: Field) -> Bool { selected?.contains(field) ?? true }
+    package func contains(_ field: Field) -> Bool { selected?.contains(field) ?? true }
 }

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import LibraryAPI
+@testable import APICore
 
 /// `Route(path:)` from the path alone: every route, escapes decoded before matching, and the
 /// answers (404, 400) for paths that match nothing.
