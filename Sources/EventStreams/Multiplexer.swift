@@ -20,7 +20,7 @@ import LiveEngine
 /// A frame is closed (its `id:` written) only when every watch has sent its first events
 /// (snapshot or replay) and the live side has applied every change up to the newest of them;
 /// a collection's snapshot pages are written into the open frame as they are read. Meanwhile, and
-/// whenever the connection falls behind, each watch's changes fold into one (`FoldedChange`), so a
+/// whenever the connection falls behind, each watch's changes fold into one (`PendingEvents`), so a
 /// slow reader costs memory for what changed, not for how often.
 @LiveActor
 final class Multiplexer {
@@ -46,9 +46,8 @@ final class Multiplexer {
         var dropped = false
         /// A collection watch waiting for its turn to read its snapshot (`Multiplexer.subscribe`).
         var queued = false
-        var snapshot: LiveEvent?
-        var change: FoldedChange?
-        var delete: LiveEvent?
+        /// What waits for the next frame: a snapshot, one folded change, a delete.
+        var waiting = PendingEvents()
         /// A page of its collection snapshot waiting for the frame to be free.
         var waitingPage: (event: LiveEvent, next: @Sendable @LiveActor () -> Void)?
 
@@ -62,7 +61,6 @@ final class Multiplexer {
             tag = Multiplexer.watchTag(watch)
         }
 
-        var hasPending: Bool { snapshot != nil || change != nil || delete != nil }
         /// Whether it is in `Multiplexer.pending`.
         var listed = false
     }
@@ -189,7 +187,7 @@ final class Multiplexer {
             // Gone, and the log does not tell when (or shows it never existed): it is deleted for
             // the client too, as a fresh snapshot would show. Not a 404: that would end the whole
             // stream, and a browser's EventSource for good, over one watch.
-            part.delete = LiveEvent(kind: .delete, seq: hub.position, id: part.target.resourceID ?? "")
+            part.waiting.add(LiveEvent(kind: .delete, seq: hub.position, id: part.target.resourceID ?? ""))
             list(part)
             settle(part, through: 0)
             part.deleted = true
@@ -305,7 +303,7 @@ final class Multiplexer {
         case .notFound, .deletedBeyondHistory, .absentWithoutTrace:
             // Not a refusal of the whole stream: this watch's resource is gone, as a `delete` says.
             if !part.removing {
-                part.delete = LiveEvent(kind: .delete, seq: hub.position, id: part.target.resourceID ?? "")
+                part.waiting.add(LiveEvent(kind: .delete, seq: hub.position, id: part.target.resourceID ?? ""))
                 part.deleted = true
                 list(part)
             }
@@ -380,7 +378,8 @@ final class Multiplexer {
         if let id = part.subscriberID { hub.unsubscribe(id, from: part.target) }
         part.subscriberID = nil
         subscribed[ObjectIdentifier(part)] = nil
-        (part.snapshot, part.change, part.delete, part.waitingPage) = (nil, nil, nil, nil)
+        part.waiting.clear()
+        part.waitingPage = nil
     }
 
     private func unsubscribeAll() {
@@ -397,18 +396,8 @@ final class Multiplexer {
         hub.counters.events.add(1, ordering: .relaxed)
         guard !part.removing else { return }
         list(part)
-        switch event.kind {
-        case .snapshot:
-            part.snapshot = event
-            part.change = nil
-            part.delete = nil
-        case .change:
-            if part.change == nil { part.change = FoldedChange(event) } else { part.change!.fold(event) }
-        case .delete:
-            part.deleted = true
-            part.change = nil
-            part.delete = event
-        }
+        if event.kind == .delete { part.deleted = true }
+        part.waiting.add(event)
         scheduleFlush()
     }
 
@@ -543,11 +532,7 @@ final class Multiplexer {
         var bytes: [UInt8] = []
         for part in pending {
             part.listed = false
-            if let snapshot = part.snapshot { bytes += entry(part, snapshot) }
-            // What was folded may have cancelled out (an item that came and went).
-            if let change = part.change?.event, !change.isEmptyChange { bytes += entry(part, change) }
-            if let delete = part.delete { bytes += entry(part, delete) }
-            (part.snapshot, part.change, part.delete) = (nil, nil, nil)
+            for event in part.waiting.take() { bytes += entry(part, event) }
         }
         pending = []
         guard frameEntries != nil else { return }  // everything pending cancelled out
@@ -583,8 +568,14 @@ final class Multiplexer {
     }
 }
 
-/// A watch's events, handed to its stream's `Multiplexer`. Always ready: the multiplexer folds
-/// for a slow connection, once for all the stream's watches.
+/// A watch's events, handed to its stream's `Multiplexer`, which folds them per watch
+/// (`PendingEvents`, the rule a single stream's subscriber folds by) until its next frame.
+///
+/// Always ready, on purpose: a frame's id says that every watch is at that change, so when a
+/// frame closes every change through it must be in the multiplexer's hands. A watch that reported
+/// the connection's backlog would leave changes folded in its subscriber, behind the frame's id,
+/// and a client resuming from that id would never get them. The connection's pace is kept by the
+/// frames instead: none is written while the connection holds `EventStreamSink.maxBacklog` writes.
 @LiveActor
 final class WatchSink: LiveEventSink {
     let multiplexer: Multiplexer

@@ -48,9 +48,11 @@ package final class LiveBook {
     /// The key path each field is observed by, made once.
     private static let paths = BookField.allCases.map { \LiveBook.[$0] }
 
-    /// Takes the values of `new`, telling Observation of exactly the fields that differ.
-    func update(_ new: BookRecord) {
-        let changed = BookField.allCases.filter { $0 != .id && new[$0] != record[$0] }
+    /// Takes the values of `new`, telling Observation of the fields the write set (`fields`, from
+    /// the writer's `ChangeItem`) whose values differ: within changes folded on the way to the live
+    /// side a field may have been set and set back. No other field is compared.
+    func update(_ new: BookRecord, fields: Set<BookField>) {
+        let changed = BookField.allCases.filter { $0 != .id && fields.contains($0) && new[$0] != record[$0] }
         var next = new
         next.seq = record.seq  // rows logged before migration 0008 have no insertion order
         if !changed.isEmpty { mutating(changed[...]) { record = next } }

@@ -179,9 +179,9 @@ extension LiveHub {
             return .book(member)
         }
         let book = LiveBook(record, seq: seq)
-        for case (_, .book(let latest, _, _, let deleted)) in later where latest.id == record.id {
+        for case (_, .book(let latest, let fields, _, let deleted)) in later where latest.id == record.id {
             if deleted { return nil }
-            book.update(latest)
+            book.update(latest, fields: fields)
         }
         books[record.id] = book
         return .book(book)
@@ -216,14 +216,14 @@ extension LiveHub {
         if later.isEmpty, live.isEmpty, let (shape, event) = first { library.snapshots.keep(event, for: shape) }
         for (_, item) in later {
             switch item {
-            case .library(let latest, _, let deleted):
+            case .library(let latest, let fields, let deleted):
                 if deleted { return nil }
-                library.update(latest)
-            case .book(let book, _, _, let deleted):
+                library.update(latest, fields: fields)
+            case .book(let book, let fields, _, let deleted):
                 if deleted || book.library != library.id {
                     library.remove(book.id)
                 } else if let member = library.members[book.id] {
-                    if books[book.id] == nil { member.update(book) }
+                    if books[book.id] == nil { member.update(book, fields: fields) }
                 } else {
                     library.add(books[book.id] ?? LiveBook(book, seq: seq))
                 }
@@ -328,7 +328,7 @@ extension LiveHub {
         guard !subscriber.removed else { return }  // the stream closed meanwhile
         guard case .success(.some) = result else {
             // The history no longer reaches back far enough (or could not be read): start afresh.
-            let delete = subscriber.held?.delete
+            let delete = subscriber.held?.events.delete
             subscriber.held = nil
             if let delete {
                 subscriber.deliver(delete)

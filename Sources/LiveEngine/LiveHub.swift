@@ -182,12 +182,12 @@ package final class LiveHub {
         for item in change.items {
             if !loads.isEmpty { noteForLoads(item, seq: change.seq) }
             switch item {
-            case .book(let record, _, let before, let deleted):
-                applyBook(record, previousLibraryID: before?.library, deleted: deleted, seq: change.seq)
-            case .library(let record, _, let deleted):
+            case .book(let record, let fields, let before, let deleted):
+                applyBook(record, fields: fields, previousLibraryID: before?.library, deleted: deleted, seq: change.seq)
+            case .library(let record, let fields, let deleted):
                 guard let library = libraries[record.id], library.baseSeq < change.seq else { continue }
                 counters.applyWork.add(1, ordering: .relaxed)
-                if deleted { deletedLibraries.append(library) } else { library.update(record) }
+                if deleted { deletedLibraries.append(library) } else { library.update(record, fields: fields) }
             }
         }
         appliedSeq = change.seq
@@ -196,7 +196,10 @@ package final class LiveHub {
         counters.publishedSeq.raise(to: change.seq)
     }
 
-    private func applyBook(_ record: BookRecord, previousLibraryID previous: String?, deleted: Bool, seq: Int) {
+    /// `fields`: those the write set (`ChangeItem`), the only ones the model compares and updates.
+    private func applyBook(
+        _ record: BookRecord, fields: Set<BookField>, previousLibraryID previous: String?, deleted: Bool, seq: Int
+    ) {
         let id = record.id
         // Its model: the one its own subscribers watch, or its watched library's (found before it
         // leaves that library).
@@ -220,7 +223,7 @@ package final class LiveHub {
             // a million members then costs its subscribers no tracker for each member that never
             // changes (arming them all took about 5 s and 1 KiB each at that size).
             track(model)
-            model.update(record)
+            model.update(record, fields: fields)
         }
         if let library = libraries[record.library], library.baseSeq < seq, library.members[id] == nil {
             counters.applyWork.add(1, ordering: .relaxed)

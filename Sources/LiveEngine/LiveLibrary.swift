@@ -49,9 +49,11 @@ package final class LiveLibrary {
     /// The key path each field is observed by, made once.
     private static let paths = LibraryField.allCases.map { \LiveLibrary.[$0] }
 
-    /// Takes the values of `new`, telling Observation of exactly the fields that differ.
-    func update(_ new: LibraryRecord) {
-        let changed = LibraryField.allCases.filter { $0 != .id && new[$0] != record[$0] }
+    /// Takes the values of `new`, telling Observation of the fields the write set (`fields`, from
+    /// the writer's `ChangeItem`) whose values differ: within changes folded on the way to the live
+    /// side a field may have been set and set back. No other field is compared.
+    func update(_ new: LibraryRecord, fields: Set<LibraryField>) {
+        let changed = LibraryField.allCases.filter { $0 != .id && fields.contains($0) && new[$0] != record[$0] }
         if !changed.isEmpty { mutating(changed[...]) { record = new } }
     }
 

@@ -6,7 +6,7 @@ import LibraryDomain
 /// Live publishing builds a delta from what Observation reported on the models, replay builds one
 /// from the change log, and both turn it into each subscriber's event with `event(seq:for:)`, so
 /// the two cut one change alike. Events are also cut elsewhere: folded for a slow reader
-/// (`FoldedChange`, and the multiplexer's watches through it), caught up from a kept snapshot
+/// (`PendingEvents` through `FoldedChange`, for a single stream and a multiplexed watch alike), caught up from a kept snapshot
 /// (`KeptSnapshots`), and a replay folded for wider fields cut to a subscriber's
 /// (`LiveEvent.cut(to:)`, below), which keeps what `event(seq:for:)` keeps.
 struct ResourceDelta {

@@ -3,7 +3,7 @@ import LibraryDomain
 /// One open event stream: what it asked for and what it has not been sent yet.
 ///
 /// Events go straight to the connection while it keeps up (`LiveEventSink.isReady`). Once it
-/// falls behind, changes fold into one pending change (`FoldedChange`: latest value per field and
+/// falls behind, changes fold into one pending change (`PendingEvents`: latest value per field and
 /// member, latest id) that is sent when the connection drains, so a slow reader costs a bounded
 /// amount of memory whatever the write rate.
 @LiveActor
@@ -11,8 +11,7 @@ package final class Subscriber {
     /// Live changes that arrive while a replay is read from the change log, or a collection's
     /// snapshot is sent, to be sent after it.
     struct Held {
-        var change: FoldedChange?
-        var delete: LiveEvent?
+        var events = PendingEvents()
         /// While a snapshot has not yet fixed its id (`floor`): the changes so far, whole, since
         /// those it includes must be told from those it does not.
         var early: [LiveEvent]?
@@ -26,11 +25,13 @@ package final class Subscriber {
     private(set) var floor = 0
     /// The collection snapshot being sent, closed if the stream ends first.
     var snapshot: (any CollectionSnapshot)?
-    private var pending: FoldedChange?
+    /// Changes folded while the connection is behind (only changes: a snapshot or a delete is
+    /// sent at once, and supersedes them).
+    private var pending = PendingEvents()
     private var waiting = false
     private(set) var finished = false
     /// Changes folded into a pending one, for metrics.
-    private(set) var coalesced = 0
+    var coalesced: Int { pending.folded }
 
     init(id: Int, request: SubscriptionRequest, sink: any LiveEventSink) {
         self.id = id
@@ -50,33 +51,24 @@ package final class Subscriber {
                 // holding changes without limit.
                 guard held!.early!.count < Self.maxEarly else { return finish() }
                 held!.early!.append(event)
-            } else if event.kind == .delete {
-                held!.delete = event
-            } else if held!.change == nil {
-                held!.change = FoldedChange(event)
             } else {
-                held!.change!.fold(event)
+                held!.events.add(event)
             }
             return
         }
         if event.kind != .change || !coalescing {
             // A snapshot or delete supersedes a pending change; an uncoalesced change follows it.
-            if event.kind == .change, let earlier = pending?.event, !earlier.isEmptyChange { sink.send(earlier) }
-            pending = nil
+            if event.kind == .change { pending.take().forEach(sink.send) }
+            pending.clear()
             sink.send(event)
             if event.kind == .delete { finish() }
             return
         }
-        if pending == nil && sink.isReady {
+        if pending.isEmpty && sink.isReady {
             sink.send(event)
             return
         }
-        if pending == nil {
-            pending = FoldedChange(event)
-        } else {
-            coalesced += 1
-            pending!.fold(event)
-        }
+        pending.add(event)
         waitForReady()
     }
 
@@ -119,13 +111,13 @@ package final class Subscriber {
         } else {
             for event in replayed { deliver(event, coalescing: false) }
         }
-        if let change = held?.change { deliver(change.event) }
-        if let delete = held?.delete { deliver(delete) }
+        var waiting = held?.events ?? PendingEvents()
+        waiting.take().forEach { deliver($0) }
     }
 
     func keepAlive() {
         // Before a collection snapshot's first page nothing of it is written yet.
-        guard !finished, pending == nil, held == nil || held?.early != nil, sink.isReady else { return }
+        guard !finished, pending.isEmpty, held == nil || held?.early != nil, sink.isReady else { return }
         sink.keepAlive()
     }
 
@@ -140,7 +132,7 @@ package final class Subscriber {
     func finish() {
         guard !finished else { return }
         finished = true
-        pending = nil
+        pending.clear()
         closeSnapshot()
         sink.finish()
     }
@@ -160,11 +152,9 @@ package final class Subscriber {
 
     private func ready() {
         waiting = false
-        guard let change = pending, !finished else { return }
+        guard !pending.isEmpty, !finished else { return }
         if sink.isReady {
-            pending = nil
-            let event = change.event
-            if !event.isEmptyChange { sink.send(event) }  // what was folded may have cancelled out
+            pending.take().forEach(sink.send)  // nothing, if what was folded cancelled out
         } else {
             waitForReady()
         }

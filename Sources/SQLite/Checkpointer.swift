@@ -11,7 +11,7 @@ import Synchronization
 /// writer waits for it at four times that).
 ///
 /// Checkpointing every 4,000 pages rather than 1,000 copies a page that changes often once
-/// instead of four times; as the writer no longer waits for the bulk, that costs no latency.
+/// instead of four times; as the writer does not wait for the bulk, that costs no latency.
 final class Checkpointer: Sendable {
     private enum Phase {
         case idle

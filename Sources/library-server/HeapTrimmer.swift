@@ -11,9 +11,10 @@ import Synchronization
 /// (`RssAnon` less malloc's bytes in use), and past `threshold` trims the heap. Not malloc's free
 /// bytes alone: they count pages already given back too, and stay high after a trim. The look is
 /// cheap (`/proc/self/status`, and `mallinfo2` walking the bins' heads); the trim, which madvises
-/// every free page, runs only when that much is resident and free, off the event loops. Before,
-/// a trim waited for 64 MiB free, and between trims the free pool's pages came back into use one
-/// by one, so `RssAnon` rose by tens of MiB over a run whose heap in use stayed flat. A trim takes
+/// every free page, runs only when that much is resident and free, off the event loops. The
+/// threshold is low because between trims the free pool's pages come back into use one by one:
+/// with a trim only past 64 MiB free, `RssAnon` rose by tens of MiB over a run whose heap in use
+/// stayed flat. A trim takes
 /// 2 to 5 ms for 10 to 20 MiB, up to about 25 ms after a 100,000-member library's models are let
 /// go (`Benchmarks/memory.py`'s mixed run: one every 5 s or so). When a large library's models are
 /// let go (`LiveHub.LargeDrops`) it also looks 0.1 s later, not up to `interval` later.

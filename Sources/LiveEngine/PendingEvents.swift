@@ -1,0 +1,55 @@
+/// What waits to be written for one subscription, by the one rule every waiting place follows: a
+/// snapshot replaces whatever waited before it, a change folds into the change that waits
+/// (`FoldedChange`: latest value per field and member), and a delete replaces the change that
+/// waits and ends the subscription's events.
+///
+/// A single stream's subscriber keeps one for a connection that fell behind and one for changes
+/// held while its replay or snapshot is read (`Subscriber`); a multiplexed stream keeps one per
+/// watch until its frame is written (`Multiplexer.Part`). However often a resource changes, what
+/// waits is at most a snapshot, one folded change and a delete.
+package struct PendingEvents {
+    package private(set) var snapshot: LiveEvent?
+    package private(set) var change: FoldedChange?
+    package private(set) var delete: LiveEvent?
+    /// Changes folded into one that already waited.
+    package private(set) var folded = 0
+
+    package init() {}
+
+    package var isEmpty: Bool { snapshot == nil && change == nil && delete == nil }
+
+    package mutating func add(_ event: LiveEvent) {
+        switch event.kind {
+        case .snapshot:
+            snapshot = event
+            change = nil
+            delete = nil
+        case .change:
+            if change == nil {
+                change = FoldedChange(event)
+            } else {
+                change!.fold(event)
+                folded += 1
+            }
+        case .delete:
+            change = nil
+            delete = event
+        }
+    }
+
+    /// What waits, in the order it is written: the snapshot, the change (unless what was folded
+    /// cancelled out, such as an item that came and went), the delete. Leaves nothing waiting.
+    package mutating func take() -> [LiveEvent] {
+        var events: [LiveEvent] = []
+        if let snapshot { events.append(snapshot) }
+        if let change = change?.event, !change.isEmptyChange { events.append(change) }
+        if let delete { events.append(delete) }
+        (snapshot, change, delete) = (nil, nil, nil)
+        return events
+    }
+
+    /// Drops what waits.
+    package mutating func clear() {
+        (snapshot, change, delete) = (nil, nil, nil)
+    }
+}
