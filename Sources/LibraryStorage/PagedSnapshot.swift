@@ -283,7 +283,7 @@ extension DedicatedReader: SnapshotReader {
     }
 }
 
-extension LibraryStore: SnapshotSource {
+extension SQLiteLibraryStore: SnapshotSource {
     func openSnapshotReader() throws -> (any SnapshotReader)? {
         try pool.dedicatedReader(label: "sqlite.snapshot")
     }

@@ -2,7 +2,7 @@ import LibraryDomain
 import SQLite
 
 /// The rows of a write on either SQL engine (`SQLSession`): what `LibraryWriter`'s rules run on
-/// inside one transaction of `LibraryStore` or `PGWriter`.
+/// inside one transaction of `SQLiteLibraryStore` or `PGWriter`.
 /// Used by the one thread that runs the write.
 final class SQLRows: RecordRows {
     let session: SQLSession

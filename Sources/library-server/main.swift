@@ -90,7 +90,7 @@ do {
                 exit(70)
             })
     } else {
-        store = try LibraryStore(
+        store = try SQLiteLibraryStore(
             path: configuration.database, lanes: HTTPServerConfiguration.coreCount, history: configuration.history)
     }
 } catch {

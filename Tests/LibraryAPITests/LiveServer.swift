@@ -62,7 +62,7 @@ final class LiveServer {
             store = MemoryLibraryStore(history: history)
         } else {
             schema = nil
-            store = try LibraryStore(
+            store = try SQLiteLibraryStore(
                 path: path, lanes: 2, busyTimeoutMilliseconds: busyTimeoutMilliseconds, history: history)
         }
         hub = LiveHub.start(

@@ -10,7 +10,7 @@ import Testing
 @Suite struct FeedPayloadTests {
     /// Every change the writes below log, as the log reads them back.
     static func loggedChanges() throws -> [CommittedChange] {
-        let store = try LibraryStore(path: ":memory:")
+        let store = try SQLiteLibraryStore(path: ":memory:")
         let awkward = [#"a "quoted" {b,c} \ d"#, "NULL", "tab\tnew\nline\u{1}", "é 📚 \u{7F}", "null", "-1", "[1,2]"]
         let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: awkward[0])) }
         let other = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "Other")) }

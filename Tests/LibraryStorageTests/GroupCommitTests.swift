@@ -17,7 +17,7 @@ import Testing
     /// size of each committed transaction recorded.
     final class Fixture: Sendable {
         let directory: String
-        let store: LibraryStore
+        let store: SQLiteLibraryStore
         let record = Record()
 
         /// The size of each committed transaction, and how each write was answered.
@@ -29,7 +29,7 @@ import Testing
         init(extra: String = "") throws {
             directory = NSTemporaryDirectory() + "group-commit-" + UUID().uuidString
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            store = try LibraryStore(path: directory + "/group.sqlite")
+            store = try SQLiteLibraryStore(path: directory + "/group.sqlite")
             try store.writeAndWait { writer in
                 try writer.connection!.execute("CREATE TABLE t (x INTEGER UNIQUE);" + extra)
             }
@@ -133,7 +133,7 @@ import Testing
     }
 
     @Test func `a write queued after the store closed is answered as unavailable`() throws {
-        let store = try LibraryStore(path: ":memory:")
+        let store = try SQLiteLibraryStore(path: ":memory:")
         store.close()
         let outcome = Mutex<Result<Int, StoreError>?>(nil)
         let done = DispatchSemaphore(value: 0)

@@ -8,7 +8,7 @@ import Testing
 @testable import LibraryStorage
 
 @Suite struct LibraryStoreTests {
-    let store = try! LibraryStore(path: ":memory:")
+    let store = try! SQLiteLibraryStore(path: ":memory:")
 
     @Test func migrations_ApplyEveryFileFromAnEmptyDatabase() throws {
         let migrator = try LibraryMigrations.migrator()
@@ -105,7 +105,7 @@ import Testing
     }
 
     @Test func changeLogReplay_IsWholeOrNil() throws {
-        let store = try LibraryStore(path: ":memory:", history: 10)
+        let store = try SQLiteLibraryStore(path: ":memory:", history: 10)
         let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L")) }
         let book = try store.writeAndWait { try $0.createBook(BookDraft(libraryId: library.id, title: "T0")) }
         for index in 1...130 {
@@ -265,7 +265,7 @@ import Testing
         let (chosenPatch, chosenPrecondition) = (patch, precondition)
         func run(_ fast: Bool) throws -> (outcome: String, log: [String]) {
             let (patch, precondition) = (chosenPatch, chosenPrecondition)
-            let store = try LibraryStore(path: ":memory:")
+            let store = try SQLiteLibraryStore(path: ":memory:")
             let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L")) }
             let book = try store.writeAndWait { writer in
                 try writer.createBook(
@@ -412,7 +412,7 @@ import Testing
         return (path, a, b, x)
     }
 
-    static func replay(_ store: LibraryStore, _ target: LiveTarget, after seq: Int) throws -> [CommittedChange]? {
+    static func replay(_ store: SQLiteLibraryStore, _ target: LiveTarget, after seq: Int) throws -> [CommittedChange]? {
         let result = Mutex<Result<[CommittedChange]?, StoreError>?>(nil)
         let done = DispatchSemaphore(value: 0)
         store.changes(of: target, after: seq, through: nil) { outcome in
@@ -440,7 +440,7 @@ import Testing
     /// A record replayed from the log has its row's insertion order, as the writer's has: a book
     /// that joins a watched library through the log takes its place among the members by it.
     @Test func replayedRecords_KeepTheirInsertionOrder() throws {
-        let store = try LibraryStore(path: ":memory:", history: 100)
+        let store = try SQLiteLibraryStore(path: ":memory:", history: 100)
         let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L")) }
         let other = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "O")) }
         let books = try (0..<3).map { index in
@@ -471,7 +471,7 @@ import Testing
     @Test func oldShapeLog_ReplaysAsBefore_ThenGoesOnFromItsLatestID() throws {
         let (path, a, b, x) = try Self.oldShapeDatabase()
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let store = try LibraryStore(path: path, history: 10)
+        let store = try SQLiteLibraryStore(path: path, history: 10)
         #expect(store.appliedMigrations.map(\.version) == [4, 5, 6, 7, 8])
         #expect(try store.latestCommittedSeq() == 6)
 
@@ -514,7 +514,7 @@ import Testing
     /// The replay queries read one index each, never the whole log.
     @Test(arguments: ["entity_id = ? AND entity = 'book'", "library_id = ? OR previous_library_id = ?"])
     func replayQueries_SearchAnIndex(condition: String) throws {
-        let store = try LibraryStore(path: ":memory:")
+        let store = try SQLiteLibraryStore(path: ":memory:")
         let sql = SQLReader.changesQuery(where: condition)
         let values: [SQLiteValue] =
             condition.contains("OR") ? [.text("l"), .text("l"), .int(1), .int(2)] : [.text("b"), .int(1), .int(2)]

@@ -10,7 +10,7 @@ import Testing
 @Suite struct PagedSnapshotStoreTests {
     /// Reads every page of `target` from `store`, in order, calling `between` after each.
     static func pages(
-        _ store: LibraryStore,
+        _ store: SQLiteLibraryStore,
         _ target: LiveTarget,
         pageSize: Int,
         between: () throws -> Void = {}
@@ -42,7 +42,7 @@ import Testing
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("snap-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try LibraryStore(path: database == "file" ? directory.appendingPathComponent("db").path : database)
+        let store = try SQLiteLibraryStore(path: database == "file" ? directory.appendingPathComponent("db").path : database)
         defer { store.close() }
         let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L")) }
         var ids: [String] = []
@@ -134,7 +134,7 @@ import Testing
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ahead-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try LibraryStore(path: directory.appendingPathComponent("db").path)
+        let store = try SQLiteLibraryStore(path: directory.appendingPathComponent("db").path)
         defer { store.close() }
         let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L")) }
         for index in 0..<50 {
@@ -174,10 +174,10 @@ import Testing
 
 /// A store whose snapshot connections count the work they are given: a page each, until closed.
 private final class CountingSource: SnapshotSource {
-    let store: LibraryStore
+    let store: SQLiteLibraryStore
     let reads = Mutex(0)
 
-    init(_ store: LibraryStore) { self.store = store }
+    init(_ store: SQLiteLibraryStore) { self.store = store }
 
     var snapshotSlots: SnapshotSlots { store.snapshotSlots }
 

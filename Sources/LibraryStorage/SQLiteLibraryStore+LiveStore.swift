@@ -1,6 +1,6 @@
 import LibraryDomain
 
-extension LibraryStore: LiveStore, LibraryDatabase {
+extension SQLiteLibraryStore: LiveStore, LibraryDatabase {
     package func latestCommittedSeq() throws(StoreError) -> Int {
         try readSQLAndWait { try $0.latestSeq() }
     }

@@ -9,7 +9,7 @@ import Synchronization
 /// Writes and long reads are given as a closure that runs on a database thread and a completion
 /// that receives its result there, so an event loop never waits for a commit. Short reads of a
 /// request run on its event loop's own reader (`read(lane:)`), which no other thread uses.
-package final class LibraryStore: Sendable {
+package final class SQLiteLibraryStore: Sendable {
     let pool: DatabasePool
     /// The migrations applied when the store opened (empty when the schema was current).
     package let appliedMigrations: [Migration]
