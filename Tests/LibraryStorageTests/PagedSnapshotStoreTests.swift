@@ -42,7 +42,8 @@ import Testing
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("snap-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try SQLiteLibraryStore(path: database == "file" ? directory.appendingPathComponent("db").path : database)
+        let store = try SQLiteLibraryStore(
+            path: database == "file" ? directory.appendingPathComponent("db").path : database)
         defer { store.close() }
         let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L")) }
         var ids: [String] = []
