@@ -45,31 +45,6 @@ extension LiveHub {
         }
     }
 
-    /// One read of the change log for resuming subscribers: what it reads (`LiveTarget.logQuery`)
-    /// and the stretch of the log.
-    struct ReplayKey: Hashable {
-        let target: LiveTarget
-        let after: Int
-        let through: Int
-    }
-
-    /// A subscriber waiting for a replay read, with the model it resumes on.
-    struct ReplayWaiter {
-        let subscriber: Subscriber
-        let model: Model?
-    }
-
-    /// The subscribers waiting for one replay read.
-    @LiveActor final class ReplayBatch {
-        /// What makes two subscribers' replayed events the same.
-        struct Shape: Hashable {
-            let target: LiveTarget
-            let fields: SubscriptionRequest.Shape
-        }
-
-        var waiters: [ReplayWaiter] = []
-    }
-
     enum Model {
         case book(LiveBook)
         case library(LiveLibrary)
@@ -260,59 +235,12 @@ extension LiveHub {
     }
 
     /// Sends a resuming subscriber what it missed from `after` through `stateSeq` (the state the
-    /// live side is at), holding live changes meanwhile.
-    ///
-    /// Subscribers that resume over the same stretch of the same log read it once: the watches of
-    /// one `/events` stream resume from one id in one turn of this actor, and a hundred collection
-    /// watches once cost a hundred reads of thousands of changes (issue "hardening III", item 1).
-    /// Those with the same target and fields share the events made from it too (`ReplayBatch`).
+    /// live side is at), holding live changes meanwhile (`LogReplay` reads the log).
     func resume(_ subscriber: Subscriber, after: Int, stateSeq: Int, model: Model?) {
         guard after < stateSeq else { return subscriber.sink.settled(through: stateSeq) }  // nothing was missed
         subscriber.held = Subscriber.Held()
-        let key = ReplayKey(target: subscriber.request.target.logQuery, after: after, through: stateSeq)
-        let waiter = ReplayWaiter(subscriber: subscriber, model: model)
-        if let batch = replays[key] {
-            batch.waiters.append(waiter)
-            return
-        }
-        let batch = ReplayBatch()
-        batch.waiters = [waiter]
-        replays[key] = batch
-        store.changes(of: key.target, after: after, through: stateSeq) { result in
-            LiveActor.enqueue {
-                guard let batch = self.replays.removeValue(forKey: key) else { return }
-                var shared: [ReplayBatch.Shape: [LiveEvent]] = [:]
-                // A collection's history is folded once for every field set asked of it, then cut
-                // for each: the fold costs work per logged change once per target, not per field set.
-                var widest: [LiveTarget: SubscriptionRequest] = [:]
-                for waiter in batch.waiters where waiter.subscriber.request.target.isCollection {
-                    let request = waiter.subscriber.request
-                    widest[request.target] = widest[request.target].map { $0.widened(by: request) } ?? request
-                }
-                var folded: [LiveTarget: [LiveEvent]] = [:]
-                for waiter in batch.waiters {
-                    let subscriber = waiter.subscriber
-                    guard case .success(let changes?) = result, !subscriber.removed else {
-                        self.replay(result, to: subscriber, events: [], model: waiter.model, stateSeq: stateSeq)
-                        continue
-                    }
-                    let request = subscriber.request
-                    let shape = ReplayBatch.Shape(target: request.target, fields: request.shape)
-                    var events: [LiveEvent]
-                    if let events = shared[shape] {
-                        self.replay(result, to: subscriber, events: events, model: waiter.model, stateSeq: stateSeq)
-                        continue
-                    } else if let wide = widest[request.target] {
-                        let all = folded[request.target] ?? Self.events(replaying: changes, for: wide)
-                        folded[request.target] = all
-                        events = all.map { $0.cut(to: request.shape) }.filter { !$0.isEmptyChange }
-                    } else {
-                        events = Self.events(replaying: changes, for: request)
-                    }
-                    shared[shape] = events
-                    self.replay(result, to: subscriber, events: events, model: waiter.model, stateSeq: stateSeq)
-                }
-            }
+        logReplay.read(for: subscriber, after: after, through: stateSeq) { result, events in
+            self.replay(result, to: subscriber, events: events, model: model, stateSeq: stateSeq)
         }
     }
 
@@ -341,31 +269,6 @@ extension LiveHub {
         subscriber.sink.settled(through: stateSeq)
     }
 
-    /// The events logged changes make for a subscriber, through the same deltas as live ones. A
-    /// collection's are folded as they are made into at most one change (its subscriber folds a
-    /// replay anyway), so a replay of thousands of changes never holds thousands of events.
-    static func events(replaying changes: [CommittedChange], for request: SubscriptionRequest) -> [LiveEvent] {
-        var folded: FoldedChange?
-        var events: [LiveEvent] = []
-        for change in changes {
-            guard let delta = ResourceDelta(change, for: request.target) else { continue }
-            let event = delta.event(seq: change.seq, for: request.shape)
-            guard !event.isEmptyChange else { continue }
-            if !request.target.isCollection {
-                events.append(event)
-            } else if folded == nil {
-                folded = FoldedChange(event)
-            } else {
-                folded!.fold(event)
-            }
-        }
-        if let folded {
-            let event = folded.event
-            if !event.isEmptyChange { events.append(event) }
-        }
-        return events
-    }
-
     /// No such resource now. A subscriber resuming across its deletion gets what it missed up to
     /// the `delete`, while the change log holds it; anybody else gets a 404
     /// (`.deletedBeyondHistory` when the log no longer reaches back to its id,
@@ -381,7 +284,7 @@ extension LiveHub {
                 case .success(nil): return waiter.outcome(.deletedBeyondHistory)
                 case .success(let logged?): changes = logged
                 }
-                let events = Self.events(replaying: changes, for: request)
+                let events = LogReplay.events(replaying: changes, for: request)
                 guard let last = events.last, last.kind == .delete else {
                     return self.store.loggedDeletion(of: request.target, through: after) { result in
                         switch result {

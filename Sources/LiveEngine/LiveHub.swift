@@ -21,14 +21,13 @@ package final class LiveHub {
     var audiences: [LiveTarget: Audience] = [:]
     /// How many of `audiences` watch a collection: while none do, changes skip that lookup.
     var collectionAudiences = 0
-    /// Who waits for the live side to reach a change (`whenApplied`), in no order.
-    private var appliedWaiters: [(seq: Int, callback: @LiveActor () -> Void)] = []
     /// Resources being read for their first subscribers, with the changes that concern them meanwhile.
     var loads: [LiveTarget: PendingLoad] = [:]
-    /// Change-log reads under way for resuming subscribers, each shared by all who need it.
-    var replays: [ReplayKey: ReplayBatch] = [:]
-    /// The last change applied to the models.
-    var appliedSeq = 0
+    /// Change-log reads for resuming subscribers, each shared by all who need it.
+    let logReplay: LogReplay
+    /// Committed changes on their way in, and the last one applied to the models.
+    let intake: ChangeIntake
+    var appliedSeq: Int { intake.appliedSeq }
     var nextSubscriberID = 1
     private var dirtyBooks: [LiveBook] = []
     private var touchedLibraries: [LiveLibrary] = []
@@ -36,7 +35,6 @@ package final class LiveHub {
     private var deletedLibraries: [LiveLibrary] = []
     private var heartbeat: (any DispatchSourceTimer)?
     package nonisolated let counters = LiveCounters()
-    nonisolated let inbox: ChangeInbox
     /// How the layer above encodes an event and the rows of a snapshot's table, given when the hub
     /// starts: a refreshed kept snapshot is encoded with it ahead of the subscribers who keep
     /// joining (`KeptSnapshots`), and a library's load encodes its first subscriber's members as it
@@ -96,7 +94,8 @@ package final class LiveHub {
     private nonisolated init(store: any LiveStore, inboxCapacity: Int, observers: Observers) {
         self.store = store
         self.observers = observers
-        inbox = ChangeInbox(capacity: inboxCapacity)
+        logReplay = LogReplay(store: store)
+        intake = ChangeIntake(capacity: inboxCapacity, counters: counters)
     }
 
     /// Creates the hub, connects it to the store's commits, and sends a keep-alive comment to every
@@ -114,7 +113,7 @@ package final class LiveHub {
         hub.counters.publishedSeq.raise(to: latest)
         store.observeCommits { change in hub.post(change) }
         LiveActor.enqueue {
-            hub.appliedSeq = max(hub.appliedSeq, latest)
+            hub.intake.applied(through: latest)
             let timer = DispatchSource.makeTimerSource(queue: LiveActor.executor.queue)
             timer.schedule(deadline: .now() + heartbeatInterval, repeating: heartbeatInterval)
             timer.setEventHandler { LiveActor.assumeIsolated { hub.keepAlive() } }
@@ -128,57 +127,33 @@ package final class LiveHub {
 
     /// Called on the writer's thread for every commit, in commit order.
     private nonisolated func post(_ change: CommittedChange) {
-        counters.committedSeq.raise(to: change.seq)
-        let (taken, wake, folded) = inbox.post(change)
-        guard taken else {
-            // Nothing is watched or loading: no subscriber can be affected (a load that starts
-            // later reads this change from the database).
-            counters.publishedSeq.raise(to: change.seq)
-            return
-        }
-        if folded > 0 { counters.folded.add(folded, ordering: .relaxed) }
-        if wake { LiveActor.enqueue { self.drain() } }
+        if intake.post(change) { LiveActor.enqueue { self.drain() } }
     }
 
     private func drain() {
-        for change in inbox.take() { apply(change) }
-        wakeAppliedWaiters()
+        for change in intake.take() { apply(change) }
+        intake.wakeWaiters()
     }
 
     /// Opens the inbox while anything is materialized, loading or watching a collection, closes it
     /// when nothing is.
     func updateInbox() {
-        let open = !books.isEmpty || !libraries.isEmpty || !loads.isEmpty || collectionAudiences > 0
-        if let skipped = inbox.setOpen(open), skipped > appliedSeq {
-            appliedSeq = skipped
-            wakeAppliedWaiters()
-        }
+        intake.setOpen(!books.isEmpty || !libraries.isEmpty || !loads.isEmpty || collectionAudiences > 0)
     }
 
     /// Calls `callback` once every change through `seq` has been applied and published (at once
     /// if it has).
     package func whenApplied(through seq: Int, _ callback: @escaping @LiveActor () -> Void) {
-        // While the inbox is closed, a change that skipped it concerned nobody: as good as applied.
-        if let skipped = inbox.skippedWhileClosed, skipped > appliedSeq { appliedSeq = skipped }
-        if seq <= appliedSeq { return callback() }
-        appliedWaiters.append((seq, callback))
+        intake.whenApplied(through: seq, callback)
     }
 
     /// The latest change whose events every subscriber has been handed.
     package var position: Int { appliedSeq }
 
-    private func wakeAppliedWaiters() {
-        guard !appliedWaiters.isEmpty else { return }
-        let due = appliedWaiters.filter { $0.seq <= appliedSeq }
-        guard !due.isEmpty else { return }
-        appliedWaiters.removeAll { $0.seq <= appliedSeq }
-        due.forEach { $0.callback() }
-    }
-
     // MARK: Applying committed changes
 
     private func apply(_ change: CommittedChange) {
-        guard change.seq > appliedSeq else { return }
+        guard intake.isNew(change.seq) else { return }
         for item in change.items {
             if !loads.isEmpty { noteForLoads(item, seq: change.seq) }
             switch item {
@@ -190,7 +165,7 @@ package final class LiveHub {
                 if deleted { deletedLibraries.append(library) } else { library.update(record, fields: fields) }
             }
         }
-        appliedSeq = change.seq
+        intake.applied(through: change.seq)
         publish(seq: change.seq)
         if collectionAudiences > 0 { publishToCollections(change) }
         counters.publishedSeq.raise(to: change.seq)
