@@ -202,7 +202,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EventStreamsTests",
-            dependencies: ["EventStreams", "JSON", "LibraryDomain", "LiveEngine", "TestSupport"],
+            dependencies: ["APICore", "EventStreams", "JSON", "LibraryDomain", "LiveEngine", "TestSupport"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "LiveEngineTests", dependencies: ["LiveEngine", "LibraryDomain"], swiftSettings: swiftSettings),

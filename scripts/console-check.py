@@ -14,6 +14,8 @@ and a read token, one tab through the whole run (about 10 s; a watchdog stops it
     opens a library;
   - a filtered list (by author; the filter kept in the address, so a reload reopens it) gains and
     loses books another client patches, in list order;
+  - watch.js spells the watches of the grammar's shared table (Tests/WatchGrammar/cases.json) as
+    the server's printer does;
   - a title-only view (columns unticked) gets a snapshot and changes carrying only id and title,
     as the event inspector shows them;
   - editing: an untouched field follows the server; a 412 lists what changed on the server and
@@ -423,6 +425,7 @@ def masked(text):
 
 # --- what the checks ask the page (JavaScript expressions) ----------------------------------------
 
+WATCH_GRAMMAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "WatchGrammar", "cases.json")
 LIVE = "document.getElementById('connection').dataset.state === 'live'"
 EDITOR = "document.getElementById('editor')"
 EDITOR_CLOSED = f"!{EDITOR}.open"
@@ -496,7 +499,8 @@ class ConsoleRun:
         self.page = Page(self.browser)
 
     def run(self):
-        for step in (self.tokens, self.live_fields, self.keyboard, self.filters, self.title_only, self.conflict, self.validation,
+        for step in (self.tokens, self.watch_grammar, self.live_fields, self.keyboard, self.filters, self.title_only,
+                     self.conflict, self.validation,
                      self.deletes, self.restart, self.thousand_books, self.screenshots_taken, self.library_from_page,
                      self.behind_nginx, self.whole_run):
             step()
@@ -588,6 +592,18 @@ class ConsoleRun:
         lost, seconds = page.wait(titles_are(["Emma (annotated)", "Children of Dune"]), 5)
         report.check(bool(lost), f"a book patched to another author leaves the filtered list ({seconds:.3f} s)"
                      + ("" if lost else f": {page.eval(ROW_TITLES)} {shorten(page.eval(PAGE_STATE), 900)}"))
+
+    def watch_grammar(self):
+        """The console's printer (watch.js) against the shared table of the watch grammar, which
+        the server's and the Swift client's tests hold theirs to."""
+        with open(WATCH_GRAMMAR, encoding="utf-8") as table:
+            cases = json.load(table)["printed"]
+        spelled = self.page.eval(f"import(new URL('console/watch.js', document.baseURI).href)"
+                                 f".then(m => {js(cases)}.map(c => m.watchText(c)))")
+        wrong = [f"{case['text']} spelled {got}" for case, got in zip(cases, spelled or []) if got != case["text"]]
+        report.check(len(spelled or []) == len(cases) and not wrong,
+                     f"watch.js spells each of the shared table's {len(cases)} watches as the server does"
+                     + (f": {'; '.join(wrong)}" if wrong else ""))
 
     def title_only(self):
         page, books = self.page, self.books

@@ -83,19 +83,20 @@ extension LibraryClient {
             }
             guard let fields = book.storage.watchedFields else { continue }
             let path = "/books/" + id.lowercased
-            watches[watchesEveryField ? path : Self.watch(path, fields.map(\.name))] = .book(id)
+            watches[watchesEveryField ? path : WatchText.book(id.lowercased, fields: fields)] = .book(id)
         }
         for (id, box) in libraries {
             guard let library = box.value else {
                 libraries[id] = nil
                 continue
             }
-            var fields = library.storage.watchedFields?.map(\.name)
-            guard !library.storage.wasDeleted else { continue }
-            if library.membership.demanded { fields = (fields ?? []) + ["books"] }
-            guard let fields else { continue }
+            let fields = library.storage.watchedFields
+            let members = library.membership.demanded
+            guard !library.storage.wasDeleted, fields != nil || members else { continue }
             let path = "/libraries/" + id.lowercased
-            watches[watchesEveryField ? path : Self.watch(path, fields)] = .library(id)
+            watches[
+                watchesEveryField ? path : WatchText.library(id.lowercased, fields: fields ?? [], members: members)] =
+                .library(id)
         }
         for (key, box) in collections {
             guard let collection = box.value else {
@@ -103,14 +104,9 @@ extension LibraryClient {
                 continue
             }
             guard collection.membership.demanded else { continue }
-            watches[key + (key.hasSuffix("?") ? "" : "&") + "fields=id"] = .books(key)
+            watches[WatchText.books(key: key)] = .books(key)
         }
         return watches
-    }
-
-    /// `/books/ID?fields=a,b`: `id` alone when only existence is demanded.
-    private static func watch(_ path: String, _ fields: [String]) -> String {
-        path + "?fields=" + (fields.isEmpty ? "id" : fields.joined(separator: ","))
     }
 
     /// Opens, replaces or closes the stream so that it carries exactly the demanded watches.

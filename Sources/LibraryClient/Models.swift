@@ -127,17 +127,7 @@ public final class BookCollection: Observable {
     public var items: [Book] { membership.read() }
 
     /// `/books?` and each filter, in the table's order.
-    nonisolated static func key(_ filters: [BookField: FieldValue]) -> String {
-        let query = BookField.filterable.compactMap { field -> String? in
-            switch filters[field] {
-            case .string(let text): field.name + "=" + percentEncoded(text)
-            case .int(let number): field.name + "=\(number)"
-            case .bool(let truth): field.name + "=\(truth)"
-            case .null, nil: nil
-            }
-        }
-        return "/books?" + query.joined(separator: "&")
-    }
+    nonisolated static func key(_ filters: [BookField: FieldValue]) -> String { WatchText.books(filters) }
 }
 
 extension LibraryClient {
@@ -155,11 +145,6 @@ extension LibraryClient {
 }
 
 /// Query-component encoding: everything but unreserved characters.
-func percentEncoded(_ text: String) -> String {
-    var allowed = CharacterSet.alphanumerics
-    allowed.insert(charactersIn: "-._~")
-    return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
-}
 
 /// The changes a write makes, written with the model's own property names:
 /// `client.createBook { $0.libraryId = id; $0.title = "Dune" }`,

@@ -16,12 +16,13 @@ import { Editor } from "./editor.js";
 import { flash, unflash } from "./ui.js";
 import { libraryRow, updateLibraryRow, bookRow, updateBookRow, BOOK_COLUMNS } from "./rows.js";
 import { setUpTokenForm, openTokenForm } from "./tokens.js";
+import { watchText } from "./watch.js";
 
 const LIBRARY_PAGE = 100;
 const BOOK_PAGE = 500;
 const BOOKS_AT_FIRST = 1000;
-const LIBRARY_FIELDS = "name,bookCount";
-const HEADER_FIELDS = "name,address,bookCount";
+const LIBRARY_FIELDS = ["name", "bookCount"];
+const HEADER_FIELDS = ["name", "address", "bookCount"];
 
 const $ = (id) => document.getElementById(id);
 
@@ -57,13 +58,13 @@ const live = new LiveStream({
 });
 
 function refreshWatches() {
-  const handlers = new Map([[`/libraries?fields=${LIBRARY_FIELDS}`, onLibrariesEvent]]);
+  const handlers = new Map([[watchText({ target: "libraries", fields: LIBRARY_FIELDS }), onLibrariesEvent]]);
   if (state.library) {
     // Each handler is bound to its watch: until the new stream opens, the old one may still
     // deliver a frame for the list the user just left.
     const library = state.library;
     const list = bookListWatch();
-    handlers.set(`/libraries/${library}?fields=${HEADER_FIELDS}`, (event, data) => {
+    handlers.set(watchText({ target: "library", id: library, fields: HEADER_FIELDS }), (event, data) => {
       if (state.library === library) onHeaderEvent(event, data);
     });
     handlers.set(list, (event, data) => {
@@ -74,15 +75,10 @@ function refreshWatches() {
   live.setWatches(handlers);
 }
 
-function bookFilterQuery() {
-  let text = `libraryId=${state.library}`;
-  if (state.filters.author) text += `&author=${encodeURIComponent(state.filters.author)}`;
-  if (state.filters.available) text += `&available=${state.filters.available}`;
-  return text;
-}
-
 function bookListWatch() {
-  return `/books?${bookFilterQuery()}&fields=${["title", ...state.columns].join(",")}`;
+  const { author, available } = state.filters;
+  return watchText({ target: "books", filters: { libraryId: state.library, author, available },
+    fields: ["title", ...state.columns] });
 }
 
 // --- libraries --------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 
 import { request, ApiError, newIdempotencyKey } from "./api.js";
 import { display, flash } from "./ui.js";
+import { watchText } from "./watch.js";
 
 export const SCHEMAS = {
   book: {
@@ -90,8 +91,8 @@ export class Editor {
       this.heading.textContent = `Edit ${this.schema.noun}: ${data.title ?? data.name}`;
       this.dialog.dataset.state = "ready";
       this.dialog.dataset.version = String(version);
-      const names = this.schema.fields.map((field) => field.name).join(",");
-      this.setWatch(`/${this.kind === "book" ? "books" : "libraries"}/${id}?fields=${names}`,
+      const fields = this.schema.fields.map((field) => field.name);
+      this.setWatch(watchText({ target: this.kind, id, fields }),
         (event, payload) => this.live(event, payload));
       this.focusFirst();
     } catch (error) {
