@@ -47,13 +47,14 @@ final class Exchange: Sendable {
     /// makes of its result. `work` runs on the single writer thread (and with it whatever it
     /// builds: an `Idempotency-Key`'s kept answer is made there, in the write's transaction);
     /// `respond`'s response is built and sent on the event-loop thread, which keeps the writer
-    /// free for the next writes.
+    /// free for the next writes. `plan`: what the write is, when it is a single-field `PATCH`.
     func write<T: Sendable>(
         _ resource: String,
         _ work: @escaping @Sendable (LibraryWriter) throws -> T,
+        plan: SingleFieldWrite? = nil,
         respond: @escaping @Sendable (T) -> HTTPResponse
     ) {
-        api.store.write(work) { result in
+        api.store.write(work, plan: plan) { result in
             self.writer.onLoop { self.complete(result.map(respond), resource: resource) }
         }
     }

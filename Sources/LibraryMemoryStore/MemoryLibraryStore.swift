@@ -65,8 +65,10 @@ package final class MemoryLibraryStore: LibraryDatabase {
 
     // MARK: Writes
 
+    /// `plan` is not used: a write here is one step in memory, with nothing to send ahead.
     package func write<T: Sendable>(
         _ work: @escaping @Sendable (LibraryWriter) throws -> T,
+        plan: SingleFieldWrite?,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         writes.async {

@@ -174,9 +174,7 @@ final class MemoryRows: RecordRows {
     }
 
     /// No single step here: every patch takes the general path.
-    func updateSingleField(
-        _ field: BookField, to value: FieldValue, ofBook id: String, if precondition: Precondition, now: String
-    ) throws -> SingleFieldUpdate {
+    func updateSingleField(_ write: SingleFieldWrite, now: String) throws -> SingleFieldUpdate {
         .unsupported
     }
 

@@ -10,6 +10,9 @@ protocol QueuedWrite: AnyObject, Sendable {
     /// none). It may run again in a new transaction (when a write of its batch aborts one), so it
     /// keeps nothing from an earlier run but its latest result.
     func run(_ writer: LibraryWriter) throws -> [ChangeItem]
+    /// What the write is, when its caller knew it ahead: a single-field `PATCH`, whose one
+    /// statement an engine may send ahead with others.
+    var plan: SingleFieldWrite? { get }
     /// Called once: with nil after the commit that made the write durable (`change` set when it
     /// changed something), or with why it failed.
     func finish(_ change: CommittedChange?, _ error: (any Error)?)
@@ -22,13 +25,16 @@ protocol QueuedWrite: AnyObject, Sendable {
 final class StoreWrite<T: Sendable>: QueuedWrite, @unchecked Sendable {
     let work: @Sendable (LibraryWriter) throws -> T
     let completion: @Sendable (Result<T, StoreError>) -> Void
+    let plan: SingleFieldWrite?
     private var result: T?
 
     init(
         work: @escaping @Sendable (LibraryWriter) throws -> T,
+        plan: SingleFieldWrite? = nil,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         self.work = work
+        self.plan = plan
         self.completion = completion
     }
 
@@ -61,15 +67,15 @@ enum WriteRun {
 
 /// The part of group commit that differs by engine: one transaction's statements.
 protocol WriteTransactions {
-    /// Opens a transaction for `writes` and returns them in the order to run them, each with what
-    /// the engine already ran of it (PostgreSQL's pipelined single-field statements; nil: nothing).
+    /// Opens a transaction for `writes` and returns them in the order to run them (PostgreSQL runs
+    /// first those whose single-field statement it sent ahead and that changed their row).
     /// `rerun` when an earlier transaction of the same writes was aborted. An engine that had to
     /// wait (PostgreSQL's lock, held by another replica) may add the writes queued meanwhile, taken
     /// with `more` (at most as many as it asks for), to `writes` before it can fail.
     func begin(_ writes: inout [any QueuedWrite], rerun: Bool, more: (Int) -> [any QueuedWrite]) throws
-        -> [(any QueuedWrite, prefetched: SQLRow?)]
+        -> [any QueuedWrite]
     /// Runs one write in the open transaction, and logs its change.
-    func run(_ write: any QueuedWrite, prefetched: SQLRow?) -> WriteRun
+    func run(_ write: any QueuedWrite) -> WriteRun
     /// Commits the open transaction holding `changes` (the engine may write their log here); on
     /// failure the transaction is rolled back before this throws.
     func commit(_ changes: [CommittedChange]) throws
@@ -173,7 +179,7 @@ final class GroupCommitter: Sendable {
         var rerun = false
         while !remaining.isEmpty {
             let started = ContinuousClock.now
-            let ordered: [(any QueuedWrite, prefetched: SQLRow?)]
+            let ordered: [any QueuedWrite]
             do {
                 ordered = try transactions.begin(&remaining, rerun: rerun, more: takeQueued)
             } catch {
@@ -182,15 +188,15 @@ final class GroupCommitter: Sendable {
             /// Each write run, with its change (nil: it changed nothing) or why it was refused.
             var ran: [(any QueuedWrite, Result<CommittedChange?, any Error>)] = []
             var aborted = false
-            for (position, (write, prefetched)) in ordered.enumerated() {
-                switch transactions.run(write, prefetched: prefetched) {
+            for (position, write) in ordered.enumerated() {
+                switch transactions.run(write) {
                 case .ran(let change):
                     ran.append((write, .success(change)))
                 case .refused(let error):
                     ran.append((write, .failure(error)))
                 case .aborted(let error, let fatal):
                     write.finish(nil, error)
-                    let others = ran.map(\.0) + ordered[(position + 1)...].map(\.0)
+                    let others = ran.map(\.0) + ordered[(position + 1)...]
                     if fatal { return others.forEach { $0.finish(nil, error) } }
                     remaining = others
                     aborted = true

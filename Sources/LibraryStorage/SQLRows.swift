@@ -80,32 +80,18 @@ final class SQLRows: RecordRows {
     /// prepared and kept).
     ///
     /// Being one statement that either is the whole write or changes nothing, it can be sent ahead
-    /// of time: PostgreSQL's writer pipelines a batch's single-field statements
-    /// (`SQLSession.probe`, `prefetched`).
-    func updateSingleField(
-        _ field: BookField, to value: FieldValue, ofBook id: String, if precondition: Precondition, now: String
-    ) throws -> SingleFieldUpdate {
-        if case .versions(let versions) = precondition, versions.count > 8 { return .unsupported }
-        guard let previous = previousValueSQL(field) else { return .unsupported }
-        let column = field.descriptor.column
-        var sql =
-            "UPDATE books SET \(column) = ?1, version = version + 1, updated_at = ?2\(previous.from) WHERE id = ?3"
-        var values: [SQLiteValue] = [SQLiteValue(value), .text(now), .text(id)]
-        if case .versions(let versions) = precondition {
-            // No version can match an empty list (`If-Match` naming only tags that are not
-            // versions); PostgreSQL has no `IN ()`.
-            sql +=
-                versions.isEmpty
-                ? " AND 1 = 0"
-                : " AND version IN (\(versions.indices.map { "?\($0 + 4)" }.joined(separator: ", ")))"
-            values += versions.map { .int($0) }
+    /// of time: PostgreSQL's writer pipelines the statements of a batch's writes that came with a
+    /// plan (`SingleFieldWrite`, `singleFieldStatement`), and hands each its row (`prefetched`).
+    func updateSingleField(_ write: SingleFieldWrite, now: String) throws -> SingleFieldUpdate {
+        guard let (sql, values) = Self.singleFieldStatement(write, now: now, on: session.engine) else {
+            return .unsupported
         }
-        sql += " AND \(column) IS DISTINCT FROM ?1 RETURNING \(Tables.books.columns)\(previous.returning)"
-        if case .probe = session { throw FastPathProbe.fastPath(sql: sql, values: values) }
+        let field = write.field
+        let returnsPrevious = Self.previousValueSQL(field, on: session.engine)?.returning.isEmpty == false
         /// The book, and the field's value before when the statement returns it.
         func decode(_ row: SQLRow) -> (BookRecord, FieldValue?) {
             let shape = FieldShape(kind: field.descriptor.kind, nullable: true)
-            return (SQLReader.book(row), previous.returning.isEmpty ? nil : row.value(Self.previousColumn, shape))
+            return (SQLReader.book(row), returnsPrevious ? row.value(Self.previousColumn, shape) : nil)
         }
         let row: (BookRecord, FieldValue?)?
         if let prefetched {
@@ -116,6 +102,29 @@ final class SQLRows: RecordRows {
         }
         guard let (book, previousValue) = row else { return .unchanged }
         return .updated(book, previous: previousValue)
+    }
+
+    /// The one statement a single-field write is on `engine`, or nil when it has none there.
+    static func singleFieldStatement(_ write: SingleFieldWrite, now: String, on engine: SQLSession.Engine)
+        -> (sql: String, values: [SQLiteValue])?
+    {
+        if case .versions(let versions) = write.precondition, versions.count > 8 { return nil }
+        guard let previous = previousValueSQL(write.field, on: engine) else { return nil }
+        let column = write.field.descriptor.column
+        var sql =
+            "UPDATE books SET \(column) = ?1, version = version + 1, updated_at = ?2\(previous.from) WHERE id = ?3"
+        var values: [SQLiteValue] = [SQLiteValue(write.value), .text(now), .text(write.book)]
+        if case .versions(let versions) = write.precondition {
+            // No version can match an empty list (`If-Match` naming only tags that are not
+            // versions); PostgreSQL has no `IN ()`.
+            sql +=
+                versions.isEmpty
+                ? " AND 1 = 0"
+                : " AND version IN (\(versions.indices.map { "?\($0 + 4)" }.joined(separator: ", ")))"
+            values += versions.map { .int($0) }
+        }
+        sql += " AND \(column) IS DISTINCT FROM ?1 RETURNING \(Tables.books.columns)\(previous.returning)"
+        return (sql, values)
     }
 
     /// Inserts a new resource made of `draft`.
@@ -144,16 +153,18 @@ final class SQLRows: RecordRows {
 
     /// What a single-field statement of `field` adds to return the field's value before the
     /// change, when collection streams need it (`ChangeItem.book`'s `before`): nothing for a field
-    /// no list filters by, or a boolean (the other value); on PostgreSQL (and its writer's probe)
-    /// a subquery of the row as the statement found it. Nil when the field cannot take the
-    /// one-statement path here: such a field on SQLite, or a move (it changes two libraries).
-    private func previousValueSQL(_ field: BookField) -> (from: String, returning: String)? {
+    /// no list filters by, or a boolean (the other value); on PostgreSQL a subquery of the row as
+    /// the statement found it. Nil when the field cannot take the one-statement path here: such a
+    /// field on SQLite, or a move (it changes two libraries).
+    private static func previousValueSQL(_ field: BookField, on engine: SQLSession.Engine)
+        -> (from: String, returning: String)?
+    {
         let descriptor = field.descriptor
         guard descriptor.filterable, descriptor.kind != .boolean else { return ("", "") }
         guard field != BookField.library else { return nil }
-        switch session {
+        switch engine {
         case .sqlite: return nil
-        case .postgres, .probe:
+        case .postgres:
             return (
                 " FROM (SELECT \(descriptor.column) AS previous FROM books WHERE id = ?3) AS before",
                 ", before.previous"

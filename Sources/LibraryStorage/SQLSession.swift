@@ -10,9 +10,19 @@ import SQLite
 package enum SQLSession {
     case sqlite(Connection)
     case postgres(PGConnection)
-    /// No connection: every statement throws `FastPathProbe.notFastPath`. `PGWriter` runs a write
-    /// on it first to learn whether it is one fast-path statement (`LibraryWriter.patchBook`).
-    case probe
+
+    /// Which engine a session speaks, where a statement is written for one.
+    package enum Engine {
+        case sqlite
+        case postgres
+    }
+
+    var engine: Engine {
+        switch self {
+        case .sqlite: .sqlite
+        case .postgres: .postgres
+        }
+    }
 
     /// The first row `sql` returns, through `transform`; nil when there is none.
     package func first<T>(_ sql: String, _ values: [SQLiteValue] = [], _ transform: (SQLRow) throws -> T) throws
@@ -24,8 +34,6 @@ package enum SQLSession {
         case .postgres(let connection):
             let result = try connection.query(Self.postgresSQL(sql), values.map(Self.postgresValue))
             return result.count == 0 ? nil : try transform(SQLRow(.postgres(result, 0)))
-        case .probe:
-            throw FastPathProbe.notFastPath
         }
     }
 
@@ -37,8 +45,6 @@ package enum SQLSession {
         case .postgres(let connection):
             let result = try connection.query(Self.postgresSQL(sql), values.map(Self.postgresValue))
             return try (0..<result.count).map { try transform(SQLRow(.postgres(result, $0))) }
-        case .probe:
-            throw FastPathProbe.notFastPath
         }
     }
 
@@ -63,7 +69,7 @@ package enum SQLSession {
                 batch.reserveCapacity(size)
             }
             if !batch.isEmpty { body(&batch) }
-        case .postgres, .probe:
+        case .postgres:
             let rows = try map(sql, values, transform)
             for start in stride(from: 0, to: rows.count, by: size) {
                 var batch = Array(rows[start..<min(start + size, rows.count)])
@@ -80,8 +86,6 @@ package enum SQLSession {
             return try connection.statement(sql).run(values)
         case .postgres(let connection):
             return try connection.query(Self.postgresSQL(sql), values.map(Self.postgresValue)).affectedRows
-        case .probe:
-            throw FastPathProbe.notFastPath
         }
     }
 
@@ -90,7 +94,6 @@ package enum SQLSession {
         switch self {
         case .sqlite(let connection): try connection.execute(sql)
         case .postgres(let connection): try connection.executeScript(sql)
-        case .probe: throw FastPathProbe.notFastPath
         }
     }
 
@@ -100,7 +103,6 @@ package enum SQLSession {
         switch self {
         case .sqlite(let connection): try connection.execute("BEGIN")
         case .postgres(let connection): try connection.executeScript("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        case .probe: throw FastPathProbe.notFastPath
         }
     }
 
@@ -109,7 +111,6 @@ package enum SQLSession {
         switch self {
         case .sqlite(let connection): connection.rollback()
         case .postgres(let connection): _ = try? connection.executeScript("ROLLBACK")
-        case .probe: break
         }
     }
 
@@ -147,14 +148,6 @@ package enum SQLSession {
         case .null: .null
         }
     }
-}
-
-/// What a write run on `SQLSession.probe` found.
-enum FastPathProbe: Error {
-    /// The write is this one statement: it changes one row, or nothing, and returns the row.
-    case fastPath(sql: String, values: [SQLiteValue])
-    /// The write needs statements it chooses as it goes: it runs normally.
-    case notFastPath
 }
 
 /// One row of a result, of either engine, read by column index.

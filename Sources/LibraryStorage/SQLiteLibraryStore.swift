@@ -137,9 +137,10 @@ package final class SQLiteLibraryStore: Sendable {
     /// same time (`GroupCommitter`); one that fails leaves the others' changes alone.
     package func write<T: Sendable>(
         _ work: @escaping @Sendable (LibraryWriter) throws -> T,
+        plan: SingleFieldWrite?,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
-        committer.submit(StoreWrite(work: work, completion: completion))
+        committer.submit(StoreWrite(work: work, plan: plan, completion: completion))
     }
 
     /// Checks that a write could start now by taking the write lock and letting it go; fails when
@@ -167,13 +168,13 @@ private struct SQLiteTransactions: WriteTransactions {
     let history: Int
 
     func begin(_ writes: inout [any QueuedWrite], rerun: Bool, more: (Int) -> [any QueuedWrite]) throws
-        -> [(any QueuedWrite, prefetched: SQLRow?)]
+        -> [any QueuedWrite]
     {
         try connection.begin()
-        return writes.map { ($0, nil) }
+        return writes
     }
 
-    func run(_ write: any QueuedWrite, prefetched: SQLRow?) -> WriteRun {
+    func run(_ write: any QueuedWrite) -> WriteRun {
         let changesBefore = connection.totalChanges
         do {
             let items = try write.run(LibraryWriter(session: .sqlite(connection)))

@@ -97,7 +97,10 @@ import Testing
             let precondition: Precondition = step % 10 == 9 ? .versions([1, 2]) : .none
             let (id, queued) = (books[book], patch)
             group.enter()
-            live.store.write({ writer in try writer.patchBook(id: id, if: precondition, queued) }) { result in
+            live.store.write(
+                { writer in try writer.patchBook(id: id, if: precondition, queued) },
+                plan: LibraryWriter.singleFieldWrite(id: id, if: precondition, queued)
+            ) { result in
                 outcomes.withLock {
                     $0.append(
                         Outcome(

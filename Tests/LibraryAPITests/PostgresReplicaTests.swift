@@ -153,7 +153,8 @@ struct PostgresReplicaTests {
                     index % 4 < 2
                         ? try writer.patchBook(id: book.id, if: .none, title)
                         : try writer.createBook(BookDraft(libraryId: library.id, title: "new \(index)"))
-                }
+                },
+                plan: index % 4 < 2 ? LibraryWriter.singleFieldWrite(id: book.id, if: .none, title) : nil
             ) { result in
                 if case .failure(let error) = result { failures.withLock { $0.append("\(error)") } }
                 done.leave()

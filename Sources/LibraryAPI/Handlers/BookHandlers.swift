@@ -59,15 +59,18 @@ extension LibraryAPI {
     func patchBook(_ id: String, _ exchange: Exchange) throws(APIError) {
         let precondition = try EntityTag.precondition(ifMatch: exchange.request.headers["if-match"])
         let patch = try BodyDecoding.bookPatch(exchange.request)
-        updateBook(id, exchange) { try $0.patchBook(id: id, if: precondition, patch) }
+        // Said ahead when it is one statement, so PostgreSQL's writer can pipeline it with others.
+        let plan = LibraryWriter.singleFieldWrite(id: id, if: precondition, patch)
+        updateBook(id, exchange, plan: plan) { try $0.patchBook(id: id, if: precondition, patch) }
     }
 
     private func updateBook(
         _ id: String,
         _ exchange: Exchange,
+        plan: SingleFieldWrite? = nil,
         _ update: @escaping @Sendable (LibraryWriter) throws -> BookRecord
     ) {
-        exchange.write("book \(id)", update) { (book: BookRecord) in
+        exchange.write("book \(id)", update, plan: plan) { (book: BookRecord) in
             var json = JSONWriter()
             json.book(book)
             return .json(.ok, json.bytes, version: book.version)

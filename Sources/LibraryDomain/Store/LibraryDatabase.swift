@@ -57,9 +57,7 @@ package protocol RecordRows: LibraryReader {
 
     /// One field of a book set in one step, where the engine has one (SQL's `UPDATE … RETURNING`):
     /// only when the book exists, `precondition` allows its version and it holds another value.
-    func updateSingleField(
-        _ field: BookField, to value: FieldValue, ofBook id: String, if precondition: Precondition, now: String
-    ) throws -> SingleFieldUpdate
+    func updateSingleField(_ write: SingleFieldWrite, now: String) throws -> SingleFieldUpdate
 
     /// Keeps `answer` for `key` from `now` (seconds since 1970), and drops a few expired ones.
     func remember(_ answer: RememberedAnswer, forKey key: String, now: Int) throws
@@ -128,9 +126,12 @@ package protocol LibraryDatabase: LiveStore {
         -> T
 
     /// Runs `work` as one write, in a transaction with its change-log entry, and passes its result
-    /// to `completion` once committed (or failed); the commit observer hears of it first.
+    /// to `completion` once committed (or failed); the commit observer hears of it first. `plan`
+    /// says, when the caller knows it, that `work` is a single-field `PATCH` (its statement may
+    /// then be sent ahead, with others).
     func write<T: Sendable>(
         _ work: @escaping @Sendable (LibraryWriter) throws -> T,
+        plan: SingleFieldWrite?,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     )
 
@@ -146,6 +147,14 @@ package protocol LibraryDatabase: LiveStore {
 }
 
 extension LibraryDatabase {
+    /// Runs `work` as one write, with no plan known ahead.
+    package func write<T: Sendable>(
+        _ work: @escaping @Sendable (LibraryWriter) throws -> T,
+        completion: @escaping @Sendable (Result<T, StoreError>) -> Void
+    ) {
+        write(work, plan: nil, completion: completion)
+    }
+
     /// Runs `work` as one write and waits for its commit (setup and tests).
     package func writeAndWait<T: Sendable>(_ work: @escaping @Sendable (LibraryWriter) throws -> T) throws(StoreError)
         -> T

@@ -101,14 +101,14 @@ package final class LibraryWriter {
     /// A field lists filter by also needs its value before the change (a collection the book
     /// leaves): the engine's when it read it in the same step, else a boolean's other value.
     package func patchBook(id: String, if precondition: Precondition, _ patch: BookPatch) throws -> BookRecord {
-        if let (field, value) = patch.singleField, field.descriptor.errors(in: value).isEmpty,
-            case .updated(let book, let previousValue) = try rows.updateSingleField(
-                field, to: value, ofBook: id, if: precondition, now: Timestamp.now())
+        if let single = Self.singleFieldWrite(id: id, if: precondition, patch),
+            case .updated(let book, let previousValue) = try rows.updateSingleField(single, now: Timestamp.now())
         {
+            let field = single.field
             var before = book.keys
             if let previousValue {
                 before[field] = previousValue
-            } else if field.descriptor.filterable, case .bool(let now) = value {
+            } else if field.descriptor.filterable, case .bool(let now) = single.value {
                 before[field] = .bool(!now)
             }
             note(.book(book, fields: Self.bookStamps.union([field]), before: before, deleted: false))
@@ -175,10 +175,25 @@ package final class LibraryWriter {
     }
 }
 
-extension BookPatch {
-    /// When the patch sets exactly one field: that field and its new value.
-    fileprivate var singleField: (BookField, FieldValue)? {
-        guard values.count == 1, let (field, value) = values.first else { return nil }
-        return (field, value)
+extension LibraryWriter {
+    /// The one-statement write a `PATCH` of `patch` is, when it is one: a patch of exactly one
+    /// field with a valid value (`RecordRows.updateSingleField` then either is the whole write or
+    /// changes nothing). Known before the write runs, so a store can send that statement ahead,
+    /// with others (PostgreSQL's writer pipelines a batch's: `LibraryDatabase.write(_:plan:completion:)`).
+    package static func singleFieldWrite(id: String, if precondition: Precondition, _ patch: BookPatch)
+        -> SingleFieldWrite?
+    {
+        guard patch.values.count == 1, let (field, value) = patch.values.first,
+            field.descriptor.errors(in: value).isEmpty
+        else { return nil }
+        return SingleFieldWrite(book: id, field: field, value: value, precondition: precondition)
     }
+}
+
+/// A `PATCH` that sets one field of one book (`LibraryWriter.singleFieldWrite`).
+package struct SingleFieldWrite: Sendable {
+    package let book: String
+    package let field: BookField
+    package let value: FieldValue
+    package let precondition: Precondition
 }

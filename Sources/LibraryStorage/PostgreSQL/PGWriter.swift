@@ -118,18 +118,18 @@ final class PGWriter: Sendable {
         }
     }
 
-    /// The fast-path statement of each write that has one (`LibraryWriter.patchBook`: one statement
-    /// that is the whole write, or changes nothing), by the write's index.
+    /// The single-field statement of each write whose caller said it is one (`QueuedWrite.plan`,
+    /// `LibraryWriter.singleFieldWrite`: one statement that is the whole write, or changes
+    /// nothing), by the write's index.
     fileprivate static func fastPaths(_ writes: some Collection<any QueuedWrite>) -> [(
         index: Int, sql: String, values: [PGValue]
     )] {
         var statements: [(index: Int, sql: String, values: [PGValue])] = []
+        let now = Timestamp.now()
         for (index, write) in writes.enumerated() {
-            do {
-                _ = try write.run(LibraryWriter(session: .probe))
-            } catch FastPathProbe.fastPath(let sql, let values) {
-                statements.append((index, SQLSession.postgresSQL(sql), values.map(SQLSession.postgresValue)))
-            } catch {}
+            guard let plan = write.plan, let (sql, values) = SQLRows.singleFieldStatement(plan, now: now, on: .postgres)
+            else { continue }
+            statements.append((index, SQLSession.postgresSQL(sql), values.map(SQLSession.postgresValue)))
         }
         return statements
     }
@@ -254,13 +254,16 @@ private final class PGTransactions: WriteTransactions {
     private var first = 0
     private var logRows: [[SQLiteValue]] = []
     private var reconnected = false
+    /// The rows the pipelined single-field statements of this transaction's writes returned, by
+    /// write: each taken by its write's `updateSingleField` instead of running the statement.
+    private var prefetched: [ObjectIdentifier: SQLRow] = [:]
 
     init(writer: PGWriter) {
         self.writer = writer
     }
 
     func begin(_ writes: inout [any QueuedWrite], rerun: Bool, more: (Int) -> [any QueuedWrite]) throws
-        -> [(any QueuedWrite, prefetched: SQLRow?)]
+        -> [any QueuedWrite]
     {
         var pipelining = !rerun
         while true {
@@ -269,7 +272,9 @@ private final class PGTransactions: WriteTransactions {
                 let (latest, ordered) = try writer.begin(
                     &writes, pipelining: pipelining, more: more, on: connection)
                 (self.latest, first, logRows) = (latest, latest, [])
-                return ordered
+                prefetched = [:]
+                for case (let write, let row?) in ordered { prefetched[ObjectIdentifier(write)] = row }
+                return ordered.map(\.0)
             } catch {
                 let stale = writer.hasConnection
                 if pipelining, !error.isConnectionFailure, let connection = writer.openConnection {
@@ -291,7 +296,8 @@ private final class PGTransactions: WriteTransactions {
         }
     }
 
-    func run(_ write: any QueuedWrite, prefetched: SQLRow?) -> WriteRun {
+    func run(_ write: any QueuedWrite) -> WriteRun {
+        let prefetched = self.prefetched.removeValue(forKey: ObjectIdentifier(write))
         guard let connection = writer.openConnection else {
             return .aborted(PGError.connection("the writer's connection is gone"), fatal: true)
         }

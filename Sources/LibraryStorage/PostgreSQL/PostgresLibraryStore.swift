@@ -144,9 +144,10 @@ package final class PostgresLibraryStore: LibraryDatabase, SnapshotSource {
 
     package func write<T: Sendable>(
         _ work: @escaping @Sendable (LibraryWriter) throws -> T,
+        plan: SingleFieldWrite?,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
-        writer.write(StoreWrite(work: work, completion: completion))
+        writer.write(StoreWrite(work: work, plan: plan, completion: completion))
     }
 
     package func observeTransactions(_ observer: @escaping @Sendable (_ duration: Duration, _ writes: Int) -> Void) {
