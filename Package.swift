@@ -35,6 +35,8 @@ let package = Package(
         // Only for the test of a client generated from openapi.yaml (Tests/LibraryClientTests/GeneratedClient).
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        // Token signatures (HMAC-SHA256, ECDSA P-256, Ed25519): never written by hand.
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
     ],
     targets: [
         // System SQLite through its C API (Debian: libsqlite3-dev).
@@ -81,6 +83,12 @@ let package = Package(
         // Libraries and books in this process's memory: the store seam with nothing of SQL, for the API
         // suite (LIBRARY_TEST_ENGINE=memory).
         .target(name: "LibraryMemoryStore", dependencies: ["LibraryDomain"], swiftSettings: swiftSettings),
+        // Bearer tokens: JWK sets, JWT verification (HS256, ES256, EdDSA through swift-crypto) and the
+        // rights a token's claim grants. The parsing is written here, strict, and fuzzed.
+        .target(
+            name: "AccessTokens",
+            dependencies: ["JSON", "LibraryDomain", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings + fuzzSettings),
         // Live updates: @Observable models of watched resources, subscribers, snapshots and replay.
         // Knows the store only through `LiveStore`.
         .target(name: "LiveEngine", dependencies: ["LibraryDomain"], swiftSettings: swiftSettings),
@@ -149,7 +157,8 @@ let package = Package(
         // The parsers' invariants on arbitrary bytes: run by the fuzz target on every input, and by
         // the tests over the committed corpus. Not part of any product.
         .target(
-            name: "FuzzChecks", dependencies: ["APICore", "EventStreams", "HTTPServer", "JSON", "LibraryAPI"],
+            name: "FuzzChecks",
+            dependencies: ["AccessTokens", "APICore", "EventStreams", "HTTPServer", "JSON", "LibraryAPI"],
             swiftSettings: swiftSettings + fuzzSettings),
         // Fuzz targets for the HTTP parser and the JSON body decoders; scripts/fuzz.sh runs them.
         .executableTarget(
@@ -197,6 +206,10 @@ let package = Package(
             dependencies: ["LibraryStorage", "LibraryDomain", "SQLite", "PostgreSQL"],
             swiftSettings: swiftSettings
         ),
+        .testTarget(
+            name: "AccessTokensTests",
+            dependencies: ["AccessTokens", "JSON", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings),
         .testTarget(
             name: "APICoreTests", dependencies: ["APICore", "HTTPServer", "LibraryDomain"], swiftSettings: swiftSettings
         ),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fuzzes the HTTP request parser and the JSON body decoders with libFuzzer (and AddressSanitizer)
-# for a bounded time each, starting from the committed corpus in Tests/FuzzCorpus/{http,json}.
+# Fuzzes the HTTP request parser, the JSON body decoders and the token verifier (JWT, JWK sets,
+# base64url) with libFuzzer (and AddressSanitizer) for a bounded time each, starting from the
+# committed corpus in Tests/FuzzCorpus/{http,json,jwt}.
 #
 # The checks (Sources/FuzzChecks/HTTPParserCheck.swift and
 # Sources/FuzzChecks/BodyCheck.swift) trap on: a status other than 4xx/501/505 for
@@ -25,7 +26,7 @@ FUZZER=.build/fuzz/debug/library-fuzz
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fuzz.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 status=0
-for target in http json; do
+for target in http json jwt; do
     corpus=$WORK/$target
     mkdir -p "$corpus" "$WORK/artifacts-$target"
     cp Tests/FuzzCorpus/$target/* "$corpus/"

@@ -1,13 +1,13 @@
 import Foundation
 import FuzzChecks
 
-// Fuzz targets for the HTTP request parser and the JSON body decoders.
+// Fuzz targets for the HTTP request parser, the JSON body decoders and the token verifier.
 //
-//   library-fuzz http|json FILE...      replays inputs, e.g. a crash the fuzzer saved
+//   library-fuzz http|json|jwt FILE...      replays inputs, e.g. a crash the fuzzer saved
 //
 // Built by scripts/fuzz.sh with `-sanitize=fuzzer,address -D FUZZING`, the same binary is a
-// libFuzzer driver: `library-fuzz http|json [libFuzzer options] [CORPUS...]`. The checks themselves
-// are `HTTPParserCheck` and `BodyCheck`; the tests run them over the committed corpus.
+// libFuzzer driver: `library-fuzz http|json|jwt [libFuzzer options] [CORPUS...]`. The checks themselves
+// are `HTTPParserCheck`, `BodyCheck` and `TokenCheck`; the tests run them over the committed corpus.
 
 typealias Check = @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32
 
@@ -20,11 +20,15 @@ let checks: [String: Check] = [
         BodyCheck.run(Array(UnsafeBufferPointer(start: data, count: count)))
         return 0
     },
+    "jwt": { data, count in
+        TokenCheck.run(Array(UnsafeBufferPointer(start: data, count: count)))
+        return 0
+    },
 ]
 
 var arguments = CommandLine.arguments
 guard arguments.count >= 2, let check = checks[arguments[1]] else {
-    FileHandle.standardError.write(Data("usage: library-fuzz http|json FILE...\n".utf8))
+    FileHandle.standardError.write(Data("usage: library-fuzz http|json|jwt FILE...\n".utf8))
     exit(64)
 }
 arguments.remove(at: 1)

@@ -20,6 +20,25 @@ import Testing
     }
 }
 
+/// The token fuzz corpus in `Tests/FuzzCorpus/jwt`: tokens and key sets, hand-made, plus every
+/// input the fuzzer ever crashed on. `TokenCheck` must hold on each of them; the valid seed must
+/// verify, so the fuzzer starts from inputs that reach the claims.
+@Suite struct TokenFuzzCorpusTests {
+    @Test func tokenCheck_HoldsOnTheWholeCorpus() throws {
+        let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("FuzzCorpus/jwt")
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        #expect(files.count >= 5)
+        for name in files.sorted() {
+            let bytes = try #require(FileManager.default.contents(atPath: directory.appendingPathComponent(name).path))
+            TokenCheck.run(Array(bytes))
+        }
+        let valid = try #require(
+            FileManager.default.contents(atPath: directory.appendingPathComponent("valid-hs256").path))
+        #expect(TokenCheck.verifies(Array(valid)))
+    }
+}
+
 @Suite struct JSONWriterTests {
     @Test func strings_RoundTripWithEveryEscape() throws {
         let text = "plain \"quoted\" back\\slash\n\r\t\u{01}\u{1F}é😀/end"

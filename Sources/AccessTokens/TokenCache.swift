@@ -1,0 +1,43 @@
+import Synchronization
+
+/// Tokens already verified, so that a client sending one token with every request pays for its
+/// signature once: a bounded map from the token's text to what it verified to, each entry good
+/// until its token expires (with the verifier's leeway). Refusals are not kept: a bad token costs
+/// its checks each time, which end at the first rule it breaks.
+package final class TokenCache<Value: Sendable>: Sendable {
+    private struct Entry {
+        let value: Value
+        /// The first second at which the token no longer verifies.
+        let until: Int
+    }
+
+    private let entries = Mutex<[String: Entry]>([:])
+    package let capacity: Int
+
+    package init(capacity: Int = 10_000) {
+        self.capacity = capacity
+    }
+
+    /// What `token` verified to, from the cache while it is good, else from `verify`, kept until
+    /// the second `until` of what it returns.
+    package func value(
+        for token: String, now: Int, verify: () throws(TokenRefusal) -> (value: Value, until: Int)
+    ) throws(TokenRefusal) -> Value {
+        if let entry = entries.withLock({ $0[token] }), now < entry.until { return entry.value }
+        let (value, until) = try verify()
+        entries.withLock { entries in
+            if entries.count >= capacity {
+                entries = entries.filter { now < $0.value.until }
+                // Still full of good tokens: drop an arbitrary half rather than grow.
+                if entries.count >= capacity {
+                    entries = Dictionary(uniqueKeysWithValues: entries.prefix(capacity / 2).map { ($0.key, $0.value) })
+                }
+            }
+            entries[token] = Entry(value: value, until: until)
+        }
+        return value
+    }
+
+    /// How many tokens are kept now.
+    package var count: Int { entries.withLock { $0.count } }
+}
