@@ -47,5 +47,5 @@ for target in http json jwt; do
         "$FUZZER" "$target" -merge=1 "Tests/FuzzCorpus/$target" "$corpus" >/dev/null 2>&1
     fi
 done
-((status == 0)) && echo "fuzz: no crash in either target" || echo "fuzz: FAILED"
+((status == 0)) && echo "fuzz: no crash in any target" || echo "fuzz: FAILED"
 exit "$status"
