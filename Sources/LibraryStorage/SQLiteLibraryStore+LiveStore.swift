@@ -42,26 +42,6 @@ extension SQLiteLibraryStore: LiveStore, LibraryDatabase {
         static let loadBatch = 16_384
     #endif
 
-    package func changes(
-        of target: LiveTarget,
-        after seq: Int,
-        through last: Int?,
-        completion: @escaping @Sendable (Result<[CommittedChange]?, StoreError>) -> Void
-    ) {
-        loggedChanges(of: target, after: seq, through: last, completion: completion)
-    }
-
-    package func loggedDeletion(
-        of target: LiveTarget,
-        through seq: Int,
-        completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
-    ) {
-        readInTransaction({ try $0.hasLoggedDeletion(of: target, through: seq) }, completion: completion)
-    }
-
-    package func snapshot(of collection: LiveTarget, pageSize: Int) -> any CollectionSnapshot {
-        PagedSnapshot(store: self, target: collection, pageSize: pageSize)
-    }
 }
 
 /// `LiveStore`'s reads, the same on both engines: each one read transaction.
@@ -103,5 +83,27 @@ extension SnapshotSource {
             },
             completion: completion
         )
+    }
+
+    /// The change log's replay, on either engine (`LiveStore.changes`).
+    package func changes(
+        of target: LiveTarget,
+        after seq: Int,
+        through last: Int?,
+        completion: @escaping @Sendable (Result<[CommittedChange]?, StoreError>) -> Void
+    ) {
+        loggedChanges(of: target, after: seq, through: last, completion: completion)
+    }
+
+    package func loggedDeletion(
+        of target: LiveTarget,
+        through seq: Int,
+        completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
+    ) {
+        readInTransaction({ try $0.hasLoggedDeletion(of: target, through: seq) }, completion: completion)
+    }
+
+    package func snapshot(of collection: LiveTarget, pageSize: Int) -> any CollectionSnapshot {
+        PagedSnapshot(store: self, target: collection, pageSize: pageSize)
     }
 }

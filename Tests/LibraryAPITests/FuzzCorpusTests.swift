@@ -8,15 +8,22 @@ import Testing
 /// The JSON fuzz corpus in `Tests/FuzzCorpus/json`: hand-made seeds plus every input the fuzzer
 /// ever crashed on (`regression-*`). `BodyCheck` must hold on each of them.
 @Suite struct JSONFuzzCorpusTests {
-    @Test func bodyCheck_HoldsOnTheWholeCorpus() throws {
+    /// Every file of `Tests/FuzzCorpus/<target>`, by name.
+    static func corpus(_ target: String) throws -> [String: [UInt8]] {
         let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("FuzzCorpus/json")
-        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path)
-        #expect(files.count >= 15)
-        for name in files.sorted() {
-            let bytes = try #require(FileManager.default.contents(atPath: directory.appendingPathComponent(name).path))
-            BodyCheck.run(Array(bytes))
+            .deletingLastPathComponent().appendingPathComponent("FuzzCorpus/\(target)")
+        var files: [String: [UInt8]] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) {
+            files[name] = Array(
+                try #require(FileManager.default.contents(atPath: directory.appendingPathComponent(name).path)))
         }
+        return files
+    }
+
+    @Test func bodyCheck_HoldsOnTheWholeCorpus() throws {
+        let files = try Self.corpus("json")
+        #expect(files.count >= 15)
+        for name in files.keys.sorted() { BodyCheck.run(files[name]!) }
     }
 }
 

@@ -194,27 +194,6 @@ extension PostgresLibraryStore: LiveStore {
     package func load(_ target: LiveTarget, completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void) {
         loadState(target, completion: completion)
     }
-
-    package func changes(
-        of target: LiveTarget,
-        after seq: Int,
-        through last: Int?,
-        completion: @escaping @Sendable (Result<[CommittedChange]?, StoreError>) -> Void
-    ) {
-        loggedChanges(of: target, after: seq, through: last, completion: completion)
-    }
-
-    package func loggedDeletion(
-        of target: LiveTarget,
-        through seq: Int,
-        completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
-    ) {
-        readInTransaction({ try $0.hasLoggedDeletion(of: target, through: seq) }, completion: completion)
-    }
-
-    package func snapshot(of collection: LiveTarget, pageSize: Int) -> any CollectionSnapshot {
-        PagedSnapshot(store: self, target: collection, pageSize: pageSize)
-    }
 }
 
 /// A PostgreSQL connection of its own for one large collection snapshot, on its own queue.
