@@ -160,7 +160,7 @@ let package = Package(
             name: "FuzzChecks",
             dependencies: ["AccessTokens", "APICore", "EventStreams", "HTTPServer", "JSON", "LibraryAPI"],
             swiftSettings: swiftSettings + fuzzSettings),
-        // Fuzz targets for the HTTP parser and the JSON body decoders; scripts/fuzz.sh runs them.
+        // Fuzz targets for the HTTP parser, the JSON body decoders and the token verifier; scripts/fuzz.sh runs them.
         .executableTarget(
             name: "library-fuzz",
             dependencies: ["FuzzChecks"],

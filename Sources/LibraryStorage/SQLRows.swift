@@ -175,10 +175,7 @@ final class SQLRows: RecordRows {
 
 extension LibraryWriter {
     /// A writer over `session`'s rows.
-    convenience init(session: SQLSession, prefetched: SQLRow?? = nil) {
-        self.init(rows: SQLRows(session: session, prefetched: prefetched))
+    convenience init(session: SQLSession) {
+        self.init(rows: SQLRows(session: session))
     }
-
-    /// The SQLite connection, for tests that inspect SQLite itself; nil on PostgreSQL.
-    package var connection: Connection? { (rows as? SQLRows)?.session.sqliteConnection }
 }

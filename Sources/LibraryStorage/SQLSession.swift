@@ -114,12 +114,6 @@ package enum SQLSession {
         }
     }
 
-    /// The SQLite connection, for tests that inspect SQLite itself (`EXPLAIN QUERY PLAN`).
-    package var sqliteConnection: Connection? {
-        if case .sqlite(let connection) = self { return connection }
-        return nil
-    }
-
     /// `?N` becomes `$N` and each bare `?` the next number: the library's SQL has no `?` in a
     /// literal, so this is the whole translation.
     static func postgresSQL(_ sql: String) -> String {
