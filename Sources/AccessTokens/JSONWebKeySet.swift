@@ -54,11 +54,6 @@ package struct JSONWebKeySet: Sendable {
     /// The shortest HS256 secret taken: RFC 7518 §3.2 asks for a key at least as long as the hash.
     package static let minimumSecretBytes = 32
 
-    package init(keys: [Key], skipped: Int = 0) {
-        self.keys = keys
-        self.skipped = skipped
-    }
-
     package init(parsing bytes: [UInt8]) throws(Failure) {
         let document: JSONValue
         do {
