@@ -54,7 +54,8 @@ let package = Package(
         // epoll and eventfd, which Glibc does not export to Swift.
         .target(name: "CSystemLinux"),
 
-        // SHA-256: migration checksums, and watch tags that must not collide.
+        // SHA-256 (migration checksums, watch tags that must not collide) and strict base64url (watch tags,
+        // tokens and keys).
         .target(name: "Digest", swiftSettings: swiftSettings),
         // A small SQLite layer: connection, statement, migrator.
         .target(name: "SQLite", dependencies: ["CSQLite", "Digest"], swiftSettings: swiftSettings),
@@ -87,7 +88,7 @@ let package = Package(
         // rights a token's claim grants. The parsing is written here, strict, and fuzzed.
         .target(
             name: "AccessTokens",
-            dependencies: ["JSON", "LibraryDomain", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["Digest", "JSON", "LibraryDomain", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings + fuzzSettings),
         // Live updates: @Observable models of watched resources, subscribers, snapshots and replay.
         // Knows the store only through `LiveStore`.
@@ -158,7 +159,7 @@ let package = Package(
         // the tests over the committed corpus. Not part of any product.
         .target(
             name: "FuzzChecks",
-            dependencies: ["AccessTokens", "APICore", "EventStreams", "HTTPServer", "JSON", "LibraryAPI"],
+            dependencies: ["AccessTokens", "APICore", "Digest", "EventStreams", "HTTPServer", "JSON", "LibraryAPI"],
             swiftSettings: swiftSettings + fuzzSettings),
         // Fuzz targets for the HTTP parser, the JSON body decoders and the token verifier; scripts/fuzz.sh runs them.
         .executableTarget(
@@ -208,7 +209,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AccessTokensTests",
-            dependencies: ["AccessTokens", "JSON", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["AccessTokens", "Digest", "JSON", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "APICoreTests", dependencies: ["APICore", "HTTPServer", "LibraryDomain"], swiftSettings: swiftSettings

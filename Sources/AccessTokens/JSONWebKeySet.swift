@@ -1,6 +1,8 @@
 import Crypto
 import JSON
 
+import enum Digest.Base64URL
+
 /// The keys tokens are verified with: a JSON Web Key Set (RFC 7517 §5), as `--jwt-keys` names it.
 ///
 /// Each key fixes the one algorithm a token signed with it may name (RFC 7518): an `oct` key is

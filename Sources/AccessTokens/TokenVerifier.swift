@@ -1,5 +1,7 @@
 import JSON
 
+import enum Digest.Base64URL
+
 /// Verifies JSON Web Tokens signed with JWS compact serialization (RFC 7519, RFC 7515), strictly:
 /// the algorithm is the key's (`JSONWebKeySet`), the header may carry only `alg`, `kid`, `typ`
 /// and `cty`-free members it understands (`crit` is refused: no extension is understood here),

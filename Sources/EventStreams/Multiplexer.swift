@@ -137,17 +137,8 @@ final class Multiplexer {
     /// pair), where a 32-bit hash collides in seconds. 16 characters a watch keep the id of a
     /// 100-watch stream at 1.6 KB.
     nonisolated static func watchTag(_ watch: String) -> String {
-        let digest = SHA256.digest(of: Array(watch.utf8))
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(watchTagLength)
-        for group in stride(from: 0, to: 12, by: 3) {
-            let bits = UInt32(digest[group]) << 16 | UInt32(digest[group + 1]) << 8 | UInt32(digest[group + 2])
-            for shift in stride(from: 18, through: 0, by: -6) {
-                out.append(alphabet[Int((bits >> UInt32(shift)) & 63)])
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
+        // 12 bytes are 16 base64url characters with no bits left over.
+        Base64URL.encode(SHA256.digest(of: Array(watch.utf8)).prefix(12))
     }
 
     // MARK: Opening

@@ -1,4 +1,5 @@
 import APICore
+import Digest
 import HTTPServer
 import JSON
 import LibraryDomain
@@ -160,21 +161,12 @@ extension EventStreams {
         let tag = Array(parts[1].utf8)
         let length = Multiplexer.watchTagLength
         guard !tag.isEmpty, tag.count % length == 0, tag.count <= length * Multiplexer.maxWatches,
-            tag.allSatisfy(isBase64URL)
+            Base64URL.decode(tag) != nil  // whole tags: 16 characters are 12 bytes, no bits left over
         else { throw bad }
         let tags = stride(from: 0, to: tag.count, by: length).map {
             String(decoding: tag[$0..<$0 + length], as: UTF8.self)
         }
         return (seq, Set(tags))
-    }
-
-    private static func isBase64URL(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
-            true
-        default: false
-        }
     }
 
 }

@@ -1,5 +1,7 @@
 import AccessTokens
 
+import enum Digest.Base64URL
+
 /// The token path's invariants on arbitrary bytes, for the fuzz target (`library-fuzz jwt`) and its
 /// regression tests: verifying a token, reading a key set and base64url never trap; a refusal is a
 /// `TokenRefusal`; whatever base64url decodes encodes back to the same text.

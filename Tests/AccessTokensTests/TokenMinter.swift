@@ -2,6 +2,8 @@ import AccessTokens
 import Crypto
 import Foundation
 
+import enum Digest.Base64URL
+
 /// Makes signed tokens for the tests: a header and claims as JSON text, signed with a key of each
 /// kind the verifier takes.
 struct TokenMinter {

@@ -4,6 +4,8 @@ import Foundation
 import JSON
 import Testing
 
+import enum Digest.Base64URL
+
 /// The verifier against the RFCs' examples and against every rule it enforces: each refusal names
 /// the rule, never the token.
 @Suite struct TokenVerifierTests {

@@ -57,4 +57,13 @@ import Testing
         #expect(!pending.isEmpty)
         #expect(pending.take().isEmpty)
     }
+
+    /// Every subscriber and every watch holds one, so its size is per-subscriber memory at
+    /// fan-out: a waiting snapshot or delete is kept out of line (one reference), never as an
+    /// inline `LiveEvent?` pair (which took fan-out from 2.0 to 2.6 KiB a subscriber).
+    @Test func aWaitingSnapshotOrDeleteIsKeptOutOfLine() {
+        let inline = MemoryLayout<FoldedChange?>.size + MemoryLayout<AnyObject?>.size + MemoryLayout<Int>.size
+        #expect(MemoryLayout<PendingEvents>.size <= inline)
+        #expect(MemoryLayout<PendingEvents>.size < MemoryLayout<FoldedChange?>.size + 2 * MemoryLayout<LiveEvent?>.size)
+    }
 }

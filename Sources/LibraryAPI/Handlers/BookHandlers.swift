@@ -61,7 +61,7 @@ extension LibraryAPI {
         let patch = try BodyDecoding.bookPatch(exchange.request)
         // Said ahead when it is one statement, so PostgreSQL's writer can pipeline it with others.
         let plan = LibraryWriter.singleFieldWrite(id: id, if: precondition, patch)
-        updateBook(id, exchange, plan: plan) { try $0.patchBook(id: id, if: precondition, patch) }
+        updateBook(id, exchange, plan: plan) { try $0.patchBook(id: id, if: precondition, patch, plan: plan) }
     }
 
     private func updateBook(

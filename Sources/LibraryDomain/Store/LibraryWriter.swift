@@ -101,7 +101,15 @@ package final class LibraryWriter {
     /// A field lists filter by also needs its value before the change (a collection the book
     /// leaves): the engine's when it read it in the same step, else a boolean's other value.
     package func patchBook(id: String, if precondition: Precondition, _ patch: BookPatch) throws -> BookRecord {
-        if let single = Self.singleFieldWrite(id: id, if: precondition, patch),
+        try patchBook(id: id, if: precondition, patch, plan: Self.singleFieldWrite(id: id, if: precondition, patch))
+    }
+
+    /// `patchBook(id:if:_:)` with the patch's `singleFieldWrite` already worked out by the caller,
+    /// which told the store about it ahead of the write.
+    package func patchBook(id: String, if precondition: Precondition, _ patch: BookPatch, plan: SingleFieldWrite?)
+        throws -> BookRecord
+    {
+        if let single = plan,
             case .updated(let book, let previousValue) = try rows.updateSingleField(single, now: Timestamp.now())
         {
             let field = single.field
