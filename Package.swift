@@ -111,7 +111,7 @@ let package = Package(
         .target(
             name: "LibraryAPI",
             dependencies: [
-                "APICore", "EventStreams", "HTTPServer", "JSON", "LibraryDomain", "LiveEngine", "Digest",
+                "AccessTokens", "APICore", "EventStreams", "HTTPServer", "JSON", "LibraryDomain", "LiveEngine", "Digest",
                 .product(name: "Logging", package: "swift-log"),
             ],
             // The console's files are embedded by the EmbedFiles plugin, not compiled or copied as resources.
@@ -123,8 +123,8 @@ let package = Package(
         .executableTarget(
             name: "library-server",
             dependencies: [
-                "LibraryAPI", "EventStreams", "HTTPServer", "LibraryDomain", "LibraryStorage", "LiveEngine",
-                "CSystemLinux",
+                "AccessTokens", "LibraryAPI", "EventStreams", "HTTPServer", "LibraryDomain", "LibraryStorage",
+                "LiveEngine", "CSystemLinux",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -159,7 +159,9 @@ let package = Package(
         // the tests over the committed corpus. Not part of any product.
         .target(
             name: "FuzzChecks",
-            dependencies: ["AccessTokens", "APICore", "Digest", "EventStreams", "HTTPServer", "JSON", "LibraryAPI"],
+            dependencies: [
+                "AccessTokens", "APICore", "Digest", "EventStreams", "HTTPServer", "JSON", "LibraryAPI", "LibraryDomain",
+            ],
             swiftSettings: swiftSettings + fuzzSettings),
         // Fuzz targets for the HTTP parser, the JSON body decoders and the token verifier; scripts/fuzz.sh runs them.
         .executableTarget(
@@ -175,7 +177,9 @@ let package = Package(
 
         // Raw-socket HTTP client shared by the tests.
         .target(
-            name: "TestSupport", dependencies: ["ServerSentEvents"], path: "Tests/TestSupport",
+            name: "TestSupport",
+            dependencies: ["Digest", "ServerSentEvents", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Tests/TestSupport",
             swiftSettings: swiftSettings),
         // A per-thread heap allocation counter (it defines malloc for the whole test executable).
         .target(name: "CAllocationCounter", path: "Tests/CAllocationCounter"),
@@ -209,7 +213,10 @@ let package = Package(
         ),
         .testTarget(
             name: "AccessTokensTests",
-            dependencies: ["AccessTokens", "Digest", "JSON", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "AccessTokens", "Digest", "JSON", "LibraryDomain", "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "APICoreTests", dependencies: ["APICore", "HTTPServer", "LibraryDomain"], swiftSettings: swiftSettings
@@ -223,11 +230,9 @@ let package = Package(
         .testTarget(
             name: "LibraryAPITests",
             dependencies: [
-                "APICore", "EventStreams", "JSON", "LibraryAPI", "HTTPServer", "FuzzChecks", "LibraryDomain",
-                "LibraryStorage",
-                "LibraryMemoryStore",
-                "LiveEngine",
-                "PostgreSQL", "TestSupport", "CAllocationCounter",
+                "AccessTokens", "APICore", "EventStreams", "JSON", "LibraryAPI", "HTTPServer", "FuzzChecks",
+                "LibraryDomain", "LibraryStorage", "LibraryMemoryStore", "LiveEngine", "PostgreSQL", "TestSupport",
+                "CAllocationCounter", .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

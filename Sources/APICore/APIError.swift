@@ -61,6 +61,7 @@ package struct APIError: Error, Sendable {
     package init(_ error: StoreError, resource: String) {
         switch error.kind {
         case .notFound: self = .notFound("No \(resource) exists.")
+        case .forbidden(let detail): self = APIError(.forbidden, "forbidden", detail)
         case .preconditionFailed:
             self = APIError(
                 .preconditionFailed, "precondition-failed",

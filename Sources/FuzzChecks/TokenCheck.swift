@@ -1,4 +1,5 @@
 import AccessTokens
+import LibraryDomain
 
 import enum Digest.Base64URL
 

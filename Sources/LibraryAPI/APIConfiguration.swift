@@ -4,6 +4,9 @@ package struct APIConfiguration: Sendable {
     package var apiToken: String?
     /// When set, every read, stream and `/metrics` needs a bearer token too: this one or `apiToken`.
     package var readToken: String?
+    /// When set (`--jwt-keys`), every data route needs a credential, and a signed token's rights
+    /// claim says which libraries its principal may read and write.
+    package var signedTokens: SignedTokens?
     /// Origins allowed to call from a browser (`*` for any, or a comma-separated list); nil turns
     /// CORS off.
     package var corsOrigin: String?
@@ -16,6 +19,7 @@ package struct APIConfiguration: Sendable {
     package init(
         apiToken: String? = nil,
         readToken: String? = nil,
+        signedTokens: SignedTokens? = nil,
         corsOrigin: String? = nil,
         allowedHosts: AllowedHosts = AllowedHosts(nil),
         consoleDirectory: String? = nil
@@ -23,6 +27,7 @@ package struct APIConfiguration: Sendable {
         self.consoleDirectory = consoleDirectory
         self.apiToken = apiToken
         self.readToken = readToken
+        self.signedTokens = signedTokens
         self.corsOrigin = corsOrigin
         self.allowedHosts = allowedHosts
     }

@@ -11,12 +11,18 @@ final class Exchange: Sendable {
     let request: HTTPRequest
     let requestID: String
     let route: String
+    /// Who the request comes from (no right at all until the request is admitted).
+    let principal: Principal
     private let writer: HTTPResponseWriter
     private let api: LibraryAPI
     private let started: UInt64
 
-    init(request: HTTPRequest, writer: HTTPResponseWriter, api: LibraryAPI, route: String) {
+    init(
+        request: HTTPRequest, writer: HTTPResponseWriter, api: LibraryAPI, route: String,
+        principal: Principal = .nobody
+    ) {
         self.request = request
+        self.principal = principal
         self.writer = writer
         self.api = api
         self.route = route
@@ -54,7 +60,13 @@ final class Exchange: Sendable {
         plan: SingleFieldWrite? = nil,
         respond: @escaping @Sendable (T) -> HTTPResponse
     ) {
-        api.store.write(work, plan: plan) { result in
+        let rights = principal.rights
+        api.store.write(
+            { writer in
+                writer.rights = rights
+                return try work(writer)
+            }, plan: rights.write == .all ? plan : nil
+        ) { result in
             self.writer.onLoop { self.complete(result.map(respond), resource: resource) }
         }
     }
@@ -120,12 +132,13 @@ final class Exchange: Sendable {
         let seconds = Double(Exchange.now() - started) / 1e9
         api.metrics.record(route: route, method: request.method, status: response.status.code, seconds: seconds)
         if api.logsRequests {
-            let (method, route, status, requestID) = (
-                Metrics.methodLabel(request.method), route, response.status.code, requestID
+            let (method, route, status, requestID, subject) = (
+                Metrics.methodLabel(request.method), route, response.status.code, requestID, principal.subject
             )
             writer.log { line in
                 AccessLogLine.append(
-                    method: method, route: route, status: status, seconds: seconds, requestID: requestID, to: &line)
+                    method: method, route: route, status: status, seconds: seconds, requestID: requestID,
+                    subject: subject, to: &line)
             }
         }
         return response

@@ -94,15 +94,19 @@ final class MemoryRows: RecordRows {
 
     func library(id: String) throws -> LibraryRecord? { data.libraries[id] }
 
-    func libraries(after seq: Int, limit: Int) throws -> Page<LibraryRecord> {
-        page(data.libraryOrder, after: seq, limit: limit) { data.libraries[$0] }
+    func libraries(after seq: Int, limit: Int, among: Set<String>?) throws -> Page<LibraryRecord> {
+        page(data.libraryOrder, after: seq, limit: limit) { id in
+            among.map { $0.contains(id) } ?? true ? data.libraries[id] : nil
+        }
     }
 
     func book(id: String) throws -> BookRecord? { data.books[id] }
 
-    func books(_ filter: BookFilter, after seq: Int, limit: Int) throws -> Page<BookRecord> {
+    func books(_ filter: BookFilter, after seq: Int, limit: Int, among: Set<String>?) throws -> Page<BookRecord> {
         page(data.bookOrder, after: seq, limit: limit) { id in
-            data.books[id].flatMap { filter.matches($0.keys) ? $0 : nil }
+            data.books[id].flatMap { book in
+                filter.matches(book.keys) && among.map { $0.contains(book.library) } ?? true ? book : nil
+            }
         }
     }
 

@@ -20,12 +20,12 @@ final class SQLRows: RecordRows {
 
     func ping() throws { try reader.ping() }
     func library(id: String) throws -> LibraryRecord? { try reader.library(id: id) }
-    func libraries(after seq: Int, limit: Int) throws -> Page<LibraryRecord> {
-        try reader.libraries(after: seq, limit: limit)
+    func libraries(after seq: Int, limit: Int, among: Set<String>?) throws -> Page<LibraryRecord> {
+        try reader.libraries(after: seq, limit: limit, among: among)
     }
     func book(id: String) throws -> BookRecord? { try reader.book(id: id) }
-    func books(_ filter: BookFilter, after seq: Int, limit: Int) throws -> Page<BookRecord> {
-        try reader.books(filter, after: seq, limit: limit)
+    func books(_ filter: BookFilter, after seq: Int, limit: Int, among: Set<String>?) throws -> Page<BookRecord> {
+        try reader.books(filter, after: seq, limit: limit, among: among)
     }
     func rememberedAnswer(forKey key: String, now: Int) throws -> RememberedAnswer? {
         try reader.rememberedAnswer(forKey: key, now: now)

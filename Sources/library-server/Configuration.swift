@@ -13,6 +13,12 @@ struct Configuration: Sendable {
     var listenDatabase: String?
     var apiToken: String?
     var readToken: String?
+    /// A JWK set file: signed tokens with per-library rights are taken when set.
+    var jwtKeys: String?
+    var jwtAudience: String?
+    var jwtIssuer: String?
+    var jwtLeeway = 30
+    var jwtClaim = "libraries"
     /// Host names a request may name in `Host`; nil takes the default for `host`.
     var allowedHosts: [String]?
     var logLevel = Logger.Level.info
@@ -74,6 +80,35 @@ struct Configuration: Sendable {
             help: "require Authorization: Bearer T (or the API token) on reads, streams and /metrics",
             defaultText: "none: reads are open"
         ) { $0.readToken = try token($1, "--read-token") },
+        Option(
+            flag: "--jwt-keys", variable: "LIBRARY_JWT_KEYS", placeholder: "FILE",
+            help:
+                "take signed tokens (JWT) verified with the keys of this JWK set (oct/HS256, EC P-256/ES256, "
+                + "OKP Ed25519/EdDSA); every data route then needs a credential; SIGHUP rereads the file",
+            defaultText: "none: only the static tokens"
+        ) { $0.jwtKeys = $1.isEmpty ? nil : $1 },
+        Option(
+            flag: "--jwt-audience", variable: "LIBRARY_JWT_AUDIENCE", placeholder: "AUD",
+            help: "a signed token's aud must name AUD", defaultText: "not checked"
+        ) { $0.jwtAudience = $1.isEmpty ? nil : $1 },
+        Option(
+            flag: "--jwt-issuer", variable: "LIBRARY_JWT_ISSUER", placeholder: "ISS",
+            help: "a signed token's iss must be ISS", defaultText: "not checked"
+        ) { $0.jwtIssuer = $1.isEmpty ? nil : $1 },
+        Option(
+            flag: "--jwt-leeway", variable: "LIBRARY_JWT_LEEWAY", placeholder: "S",
+            help: "seconds of clock skew allowed on a signed token's exp and nbf", defaultText: "30"
+        ) { $0.jwtLeeway = try integer($1, "--jwt-leeway", 0...3600) },
+        Option(
+            flag: "--jwt-claim", variable: "LIBRARY_JWT_CLAIM", placeholder: "NAME",
+            help: #"the claim holding a signed token's rights: {"read":[ids],"write":[ids],"admin":bool}, "*" for all"#,
+            defaultText: "libraries"
+        ) { (configuration: inout Configuration, text: String) throws in
+            guard !text.isEmpty, text.utf8.count <= 128 else {
+                throw Failure(description: "--jwt-claim must be a claim name of 1 to 128 bytes")
+            }
+            configuration.jwtClaim = text
+        },
         Option(
             flag: "--allowed-hosts", variable: "LIBRARY_ALLOWED_HOSTS", placeholder: "NAMES",
             help: "host names requests may carry in Host, comma-separated (any port), or *",
@@ -174,6 +209,11 @@ struct Configuration: Sendable {
         }
         if configuration.listenDatabase != nil, !isPostgres(configuration.database) {
             throw Failure(description: "--listen-database needs --database to be a PostgreSQL URI")
+        }
+        if configuration.jwtKeys == nil,
+            configuration.jwtAudience != nil || configuration.jwtIssuer != nil
+        {
+            throw Failure(description: "--jwt-audience and --jwt-issuer need --jwt-keys")
         }
         // The write token also grants reads: the same text for both would leave reads guarded by
         // the write token, which is almost certainly a mistake in the deployment's secrets.

@@ -1,3 +1,4 @@
+import AccessTokens
 import CSystemLinux
 import EventStreams
 import Foundation
@@ -14,6 +15,7 @@ var stopSignals = sigset_t()
 sigemptyset(&stopSignals)
 sigaddset(&stopSignals, SIGTERM)
 sigaddset(&stopSignals, SIGINT)
+sigaddset(&stopSignals, SIGHUP)  // not a stop: rereads the --jwt-keys file
 pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
 
 // glibc gives freed memory back to the system (madvise) as soon as 128 KiB lie free at the top of
@@ -57,6 +59,18 @@ do {
 if configuration.showHelp {
     print(Configuration.usage)
     exit(0)
+}
+// The key file is read before anything starts, so a bad one is one line and a non-zero exit.
+let signedTokens = configuration.jwtKeys.map { path in
+    do {
+        return SignedTokens(
+            verifier: TokenVerifier(
+                keys: try KeyFile.read(path), audience: configuration.jwtAudience, issuer: configuration.jwtIssuer,
+                leeway: configuration.jwtLeeway),
+            claim: configuration.jwtClaim)
+    } catch {
+        fail("--jwt-keys \(path): \(error)")
+    }
 }
 if configuration.checkHealth {
     HealthCheck.run(host: configuration.host, port: configuration.port)
@@ -116,6 +130,7 @@ let api = LibraryAPI(
     configuration: APIConfiguration(
         apiToken: configuration.apiToken,
         readToken: configuration.readToken,
+        signedTokens: signedTokens,
         corsOrigin: configuration.corsOrigin,
         allowedHosts: configuration.allowedHosts.map { AllowedHosts($0) }
             ?? AllowedHosts.defaults(listenHost: configuration.host),
@@ -170,7 +185,19 @@ FileHandle.standardOutput.write(Data("listening on http://\(shownHost):\(port)\n
 logger.notice("started", metadata: ["database": "\(databaseName)", "port": "\(port)"])
 
 var received: Int32 = 0
-sigwait(&stopSignals, &received)
+while sigwait(&stopSignals, &received) == 0, received == SIGHUP {
+    guard let signedTokens, let path = configuration.jwtKeys else {
+        logger.notice("SIGHUP ignored: no --jwt-keys file to reread")
+        continue
+    }
+    do {
+        let keys = try KeyFile.read(path)
+        signedTokens.replaceKeys(keys)
+        logger.notice("reread the key file", metadata: ["keys": "\(keys.keys.count)", "skipped": "\(keys.skipped)"])
+    } catch {
+        logger.error("the key file did not parse; the keys in use are kept", metadata: ["error": "\(error)"])
+    }
+}
 logger.notice("stopping", metadata: ["signal": "\(received == SIGTERM ? "SIGTERM" : "SIGINT")"])
 server.shutdown(grace: 10)
 if let failure = store.close() {

@@ -2,6 +2,8 @@ import AccessTokens
 import Crypto
 import Foundation
 import JSON
+import LibraryDomain
+import TestSupport
 import Testing
 
 import enum Digest.Base64URL

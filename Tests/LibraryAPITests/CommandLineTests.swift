@@ -84,6 +84,21 @@ import Testing
         }
     }
 
+    @Test func badKeyFilesAndJWTFlags_AreOneLineAndANonZeroExit() throws {
+        try withTemporaryFile { path in
+            try Data(#"{"keys":[{"kty":"oct","k":"c2hvcnQ"}]}"#.utf8).write(to: URL(fileURLWithPath: path))
+            let refused: [[String]] = [
+                ["--jwt-keys", "/nonexistent/keys.json"], ["--jwt-keys", path], ["--jwt-audience", "library"],
+                ["--jwt-leeway", "3601"], ["--jwt-claim="],
+            ]
+            for arguments in refused {
+                let result = try run(["--port", "0", "--database", ":memory:"] + arguments)
+                #expect(result.status != 0, "\(arguments)")
+                #expect(result.stderr.split(separator: "\n").count == 1, "\(arguments): \(result.stderr)")
+            }
+        }
+    }
+
     @Test func unopenableDatabase_IsOneLineAndANonZeroExit() throws {
         try withTemporaryFile { path in
             try Data(repeating: 0x41, count: 8192).write(to: URL(fileURLWithPath: path))
@@ -102,7 +117,8 @@ import Testing
         for variable in [
             "LIBRARY_HOST", "LIBRARY_PORT", "LIBRARY_DATABASE", "LIBRARY_API_TOKEN", "LIBRARY_LOG_LEVEL",
             "LIBRARY_CORS_ORIGIN", "LIBRARY_MAX_CONNECTIONS", "LIBRARY_HEARTBEAT_INTERVAL", "LIBRARY_HISTORY",
-            "LIBRARY_READ_TOKEN", "LIBRARY_ALLOWED_HOSTS",
+            "LIBRARY_READ_TOKEN", "LIBRARY_ALLOWED_HOSTS", "LIBRARY_JWT_KEYS", "LIBRARY_JWT_AUDIENCE",
+            "LIBRARY_JWT_ISSUER", "LIBRARY_JWT_LEEWAY", "LIBRARY_JWT_CLAIM",
         ] {
             #expect(result.stdout.contains(variable), "\(variable)")
         }

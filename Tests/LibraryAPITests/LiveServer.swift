@@ -34,6 +34,7 @@ final class LiveServer {
         path: String = ":memory:",
         token: String? = nil,
         readToken: String? = nil,
+        signedTokens: SignedTokens? = nil,
         cors: String? = nil,
         allowedHosts: [String]? = nil,
         busyTimeoutMilliseconds: Int32 = 5_000,
@@ -72,7 +73,8 @@ final class LiveServer {
             store: store,
             hub: hub,
             configuration: APIConfiguration(
-                apiToken: token, readToken: readToken, corsOrigin: cors, allowedHosts: AllowedHosts(allowedHosts)),
+                apiToken: token, readToken: readToken, signedTokens: signedTokens, corsOrigin: cors,
+                allowedHosts: AllowedHosts(allowedHosts)),
             logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         )
         var configuration = HTTPServerConfiguration()

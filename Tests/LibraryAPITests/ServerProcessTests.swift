@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import TestSupport
 import Testing
@@ -103,6 +104,51 @@ import Testing
         let log = server.stop().log
         #expect(log.contains(" request "), "requests are logged at this level")
         #expect(!log.contains("sekrit"))
+    }
+
+    /// `--jwt-keys`: tokens of the file's keys are taken and their `sub` logged (never the token);
+    /// SIGHUP rereads the file, and a file that does not parse keeps the keys in use.
+    @Test func jwtKeys_AreRereadOnSIGHUP_AndABadFileKeepsTheOldOnes() throws {
+        try withTemporaryFile { path in
+            let first = TokenMinter.Signer.hs256(SymmetricKey(data: Array("the first secret, thirty-two bytes".utf8)))
+            let second = TokenMinter.Signer.hs256(SymmetricKey(data: Array("the second secret, also 32 bytes!".utf8)))
+            try Data(TokenMinter.keySet([(first, "1")]).utf8).write(to: URL(fileURLWithPath: path))
+            let server = try ServerProcess(["--database", ":memory:", "--log-level", "info", "--jwt-keys", path])
+            let exp = Int(Date().timeIntervalSince1970) + 600
+            let rights = #""libraries":{"read":["*"]}"#
+            let firstToken = TokenMinter.token(first, kid: "1", sub: "alice", exp: exp, more: rights)
+            let secondToken = TokenMinter.token(second, kid: "2", sub: "bob", exp: exp, more: rights)
+            func status(_ token: String) throws -> Int {
+                try TestConnection(port: server.port).request(
+                    "GET", "/libraries", headers: ["Authorization": "Bearer \(token)"]
+                ).status
+            }
+            func afterSIGHUP(_ token: String, becomes expected: Int) throws -> Bool {
+                kill(server.process.processIdentifier, SIGHUP)
+                for _ in 0..<200 {
+                    if try status(token) == expected { return true }
+                    usleep(10_000)
+                }
+                return false
+            }
+            #expect(try status(firstToken) == 200)
+            #expect(try status(secondToken) == 401)
+            #expect(try TestConnection(port: server.port).request("GET", "/libraries").status == 401)
+
+            try Data(TokenMinter.keySet([(second, "2")]).utf8).write(to: URL(fileURLWithPath: path))
+            #expect(try afterSIGHUP(secondToken, becomes: 200))
+            #expect(try status(firstToken) == 401, "a token of a dropped key is still taken")
+
+            try Data("{not json".utf8).write(to: URL(fileURLWithPath: path))
+            kill(server.process.processIdentifier, SIGHUP)
+            usleep(200_000)
+            #expect(try status(secondToken) == 200, "a bad file replaced the keys in use")
+            let (exitStatus, log) = server.stop()
+            #expect(exitStatus == 0)
+            #expect(log.contains("sub=alice") && log.contains("sub=bob"))
+            #expect(!log.contains(firstToken.prefix(20)) && !log.contains(secondToken.prefix(20)))
+            #expect(log.split(separator: "\n").filter { $0.contains("did not parse") }.count == 1, "\(log)")
+        }
     }
 
     @Test func checkHealth_ExitsZeroOnlyWhenTheServerAnswers() throws {

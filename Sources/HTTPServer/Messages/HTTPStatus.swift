@@ -15,6 +15,7 @@ package struct HTTPStatus: Sendable, Equatable, Hashable {
     package static let notModified = HTTPStatus(304, "Not Modified")
     package static let badRequest = HTTPStatus(400, "Bad Request")
     package static let unauthorized = HTTPStatus(401, "Unauthorized")
+    package static let forbidden = HTTPStatus(403, "Forbidden")
     package static let notFound = HTTPStatus(404, "Not Found")
     package static let methodNotAllowed = HTTPStatus(405, "Method Not Allowed")
     package static let requestTimeout = HTTPStatus(408, "Request Timeout")

@@ -10,9 +10,17 @@ extension LibraryAPI {
         let (limit, after) = (try query.limit(), try query.cursor())
         let fields = try FieldSelection<BookField>(parsing: query.string("fields"))
         let filter = try query.bookFilter(in: libraryID)
+        let rights = exchange.principal.rights
+        // A filter naming a library the principal cannot read is a 404: decided by the rights
+        // alone, so it says nothing about whether that library exists.
+        if libraryID == nil, let named = filter.library, !rights.reads(named) {
+            throw .notFound("No library \(named) exists.")
+        }
         exchange.read(libraryID.map { "library \($0)" } ?? "book") { reader in
-            if let libraryID, try reader.library(id: libraryID) == nil { throw StoreError(.notFound) }
-            let page = try reader.books(filter, after: after, limit: limit)
+            if let libraryID, try reader.library(id: libraryID) == nil || !rights.reads(libraryID) {
+                throw StoreError(.notFound)
+            }
+            let page = try reader.books(filter, after: after, limit: limit, among: rights.readable)
             var json = JSONWriter(capacity: 64 + page.items.count * 300)
             json.page(page) { $0.book($1, fields) }
             return .json(.ok, json.bytes)
@@ -23,8 +31,9 @@ extension LibraryAPI {
         let fields = try FieldSelection<BookField>(parsing: QueryParameters(exchange.request.query).string("fields"))
         let ifNoneMatch = exchange.request.headers["if-none-match"]
         _ = try EntityTag.noneMatchHits(ifNoneMatch, version: 0)  // reject a malformed header before reading
+        let rights = exchange.principal.rights
         exchange.read("book \(id)") { reader in
-            guard let book = try reader.book(id: id) else { throw StoreError(.notFound) }
+            guard let book = try reader.book(id: id), rights.reads(book.library) else { throw StoreError(.notFound) }
             if try EntityTag.noneMatchHits(ifNoneMatch, version: book.version) {
                 return HTTPResponse(
                     status: .notModified, headers: HTTPHeaders([("ETag", EntityTag.header(book.version))]))
@@ -39,7 +48,9 @@ extension LibraryAPI {
     func createBook(in libraryID: String?, _ exchange: Exchange) throws(APIError) {
         let draft = try BodyDecoding.bookDraft(exchange.request, pathLibraryID: libraryID)
         try exchange.create(libraryID.map { "library \($0)" } ?? "book") { writer in
-            if let libraryID, try writer.reader.library(id: libraryID) == nil { throw StoreError(.notFound) }
+            if let libraryID, try writer.reader.library(id: libraryID) == nil || !writer.rights.reads(libraryID) {
+                throw StoreError(.notFound)
+            }
             return try writer.createBook(draft)
         } respond: { book in
             var json = JSONWriter()

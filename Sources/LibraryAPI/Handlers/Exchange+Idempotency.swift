@@ -23,13 +23,17 @@ extension Exchange {
     /// answer, status, headers and body, and writes nothing, whichever replica it reaches: a
     /// client whose answer was lost (a cut connection, a timeout, a lost answer to `COMMIT`) can
     /// send it again safely. The same key with another request is a 422: it names a different
-    /// operation. Refusals (400, 404, 422) are not kept; a retry is judged again.
+    /// operation. Refusals (400, 403, 404, 422) are not kept; a retry is judged again. A signed
+    /// token's keys are its subject's own.
     func create<T: Sendable>(
         _ resource: String,
         _ work: @escaping @Sendable (LibraryWriter) throws -> T,
         respond: @escaping @Sendable (T) -> HTTPResponse
     ) throws(APIError) {
-        guard let key = try Self.idempotencyKey(request) else { return write(resource, work, respond: respond) }
+        guard let given = try Self.idempotencyKey(request) else { return write(resource, work, respond: respond) }
+        // Keys are kept per principal: another principal's request with the same key is a new
+        // request, and never gets the first one's answer. The static tokens keep the bare key.
+        let key = principal.subject.map { "\(SHA256.hex(of: Array($0.utf8))) \(given)" } ?? given
         // The query is part of the request: a retry with another query is another operation.
         let target = request.query.map { "\(request.path)?\($0)" } ?? request.path
         let fingerprint = SHA256.hex(of: Array("\(request.method) \(target)\n".utf8) + request.body)

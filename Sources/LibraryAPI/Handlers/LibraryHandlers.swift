@@ -8,8 +8,9 @@ extension LibraryAPI {
         let query = try QueryParameters(exchange.request.query)
         let (limit, after) = (try query.limit(), try query.cursor())
         let fields = try FieldSelection<LibraryField>(parsing: query.string("fields"))
+        let readable = exchange.principal.rights.readable
         exchange.read("library") { reader in
-            let page = try reader.libraries(after: after, limit: limit)
+            let page = try reader.libraries(after: after, limit: limit, among: readable)
             var json = JSONWriter(capacity: 64 + page.items.count * 200)
             json.page(page) { $0.library($1, fields) }
             return .json(.ok, json.bytes)
@@ -20,8 +21,12 @@ extension LibraryAPI {
         let fields = try FieldSelection<LibraryField>(parsing: QueryParameters(exchange.request.query).string("fields"))
         let ifNoneMatch = exchange.request.headers["if-none-match"]
         _ = try EntityTag.noneMatchHits(ifNoneMatch, version: 0)  // reject a malformed header before reading
+        let rights = exchange.principal.rights
         exchange.read("library \(id)") { reader in
-            guard let library = try reader.library(id: id) else { throw StoreError(.notFound) }
+            // One the principal cannot read is answered as one that does not exist, after the same read.
+            guard let library = try reader.library(id: id), rights.reads(library.id) else {
+                throw StoreError(.notFound)
+            }
             if try EntityTag.noneMatchHits(ifNoneMatch, version: library.version) {
                 return HTTPResponse(
                     status: .notModified, headers: HTTPHeaders([("ETag", EntityTag.header(library.version))]))

@@ -1,9 +1,12 @@
 /// The access-log line of one request, appended as bytes: `info request duration_ms=0.12
 /// method=GET request_id=… route=/books/{id} status=200`, the fields and quoting the swift-log
-/// handler gives every other line (keys in order; a value with a space, `"` or `=` is quoted).
+/// handler gives every other line (keys in order; a value with a space, `"`, `=` or a control
+/// character is quoted, control characters escaped, so no value can start a line of its own).
+/// A request with a signed token adds `sub=`, the principal; a token itself is never logged.
 enum AccessLogLine {
     static func append(
-        method: String, route: String, status: Int, seconds: Double, requestID: String, to line: inout [UInt8]
+        method: String, route: String, status: Int, seconds: Double, requestID: String, subject: String? = nil,
+        to line: inout [UInt8]
     ) {
         line.append(contentsOf: "info request duration_ms=".utf8)
         appendHundredths(Int(seconds * 100_000), to: &line)
@@ -15,6 +18,10 @@ enum AccessLogLine {
         appendValue(route, to: &line)
         line.append(contentsOf: " status=".utf8)
         appendInteger(status, to: &line)
+        if let subject {
+            line.append(contentsOf: " sub=".utf8)
+            appendValue(String(subject.prefix(128)), to: &line)
+        }
     }
 
     /// `12.34`, `0.5`, `3.0`: a count of hundredths as `Double.description` prints it.
@@ -45,7 +52,7 @@ enum AccessLogLine {
 
     static func appendValue(_ text: String, to line: inout [UInt8]) {
         let utf8 = text.utf8
-        let quoted = utf8.isEmpty || utf8.contains { $0 == 32 || $0 == 34 || $0 == 61 }
+        let quoted = utf8.isEmpty || utf8.contains { $0 <= 32 || $0 == 34 || $0 == 61 || $0 == 127 }
         guard quoted else { return line.append(contentsOf: utf8) }
         line.append(34)
         for byte in utf8 {
@@ -55,6 +62,11 @@ enum AccessLogLine {
                 line.append(byte)
             case 10:
                 line.append(contentsOf: "\\n".utf8)
+            case 0..<32, 127:
+                let digits = Array("0123456789abcdef".utf8)
+                line.append(contentsOf: "\\u00".utf8)
+                line.append(digits[Int(byte >> 4)])
+                line.append(digits[Int(byte & 15)])
             default:
                 line.append(byte)
             }

@@ -74,8 +74,9 @@ package final class Metrics: Sendable {
 
     private var shard: Shard { shards[(LoopThread.index ?? shards.count - 1) % shards.count] }
     private let readings = Mutex<[(name: String, type: String, help: String, read: @Sendable () -> Int)]>([])
-    private let labelledGauges = Mutex<[(name: String, help: String, label: String, read: @Sendable () -> [Int])]>(
-        [])
+    private let labelled = Mutex<
+        [(name: String, type: String, help: String, label: String, read: @Sendable () -> [(String, Int)])]
+    >([])
 
     package init() {}
 
@@ -116,7 +117,17 @@ package final class Metrics: Sendable {
     package func addGauge(
         _ name: String, help: String, label: String, read: @escaping @Sendable () -> [Int]
     ) {
-        labelledGauges.withLock { $0.append((name, help, label, read)) }
+        labelled.withLock {
+            $0.append((name, "gauge", help, label, { read().enumerated().map { (String($0.offset), $0.element) } }))
+        }
+    }
+
+    /// Adds a counter with one sample per label value (`label="<value>"`), kept elsewhere and read
+    /// when metrics are scraped; the values must be a closed set.
+    package func addCounter(
+        _ name: String, help: String, label: String, read: @escaping @Sendable () -> [(String, Int)]
+    ) {
+        labelled.withLock { $0.append((name, "counter", help, label, read)) }
     }
 
     /// Adds a counter kept elsewhere and read when metrics are scraped; `name` ends in `_total`.
@@ -159,11 +170,11 @@ package final class Metrics: Sendable {
             lines.append("# TYPE \(reading.name) \(reading.type)")
             lines.append("\(reading.name) \(reading.read())")
         }
-        for gauge in labelledGauges.withLock({ $0 }) {
-            lines.append("# HELP \(gauge.name) \(gauge.help)")
-            lines.append("# TYPE \(gauge.name) gauge")
-            for (index, value) in gauge.read().enumerated() {
-                lines.append("\(gauge.name){\(gauge.label)=\"\(index)\"} \(value)")
+        for family in labelled.withLock({ $0 }) {
+            lines.append("# HELP \(family.name) \(family.help)")
+            lines.append("# TYPE \(family.name) \(family.type)")
+            for (label, value) in family.read() {
+                lines.append("\(family.name){\(family.label)=\"\(label)\"} \(value)")
             }
         }
         return lines.joined(separator: "\n") + "\n"

@@ -1,58 +1,93 @@
 import APICore
+import AccessTokens
 import HTTPServer
+import LibraryDomain
+
+/// Who a request comes from, and what it may do.
+package struct Principal: Sendable {
+    /// The token's `sub`; nil for the static tokens and for a server that asks for no credential.
+    package let subject: String?
+    package let rights: AccessRights
+    /// The second (since 1970) from which its token no longer verifies; nil: never.
+    package let expires: Int?
+
+    package init(subject: String?, rights: AccessRights, expires: Int?) {
+        self.subject = subject
+        self.rights = rights
+        self.expires = expires
+    }
+
+    /// A request on a server that asks for no credential, or with the API token: every right.
+    static let everything = Principal(subject: nil, rights: .everything, expires: nil)
+    /// The read token: reads every library.
+    static let readEverything = Principal(subject: nil, rights: .readEverything, expires: nil)
+    /// A request not admitted (yet): no right at all.
+    static let nobody = Principal(
+        subject: nil, rights: AccessRights(read: .empty, write: .empty, admin: false), expires: nil)
+}
 
 extension LibraryAPI {
-    /// With a token configured, a mutating request must carry `Authorization: Bearer <token>`.
-    func authorize(_ request: HTTPRequest) throws(APIError) {
-        guard let token = configuration.apiToken else { return }
-        try Self.requireBearer(request, accepting: [token], queryToken: nil)
-    }
-
-    /// With a read token configured, a read must carry the read token or the write token, as
-    /// `Authorization: Bearer` or, for an event stream (`EventSource` cannot send headers), as
-    /// `?access_token=`.
-    func authorizeRead(_ request: HTTPRequest, stream: Bool) throws(APIError) {
-        guard let readToken = configuration.readToken else { return }
-        let accepted = [readToken] + (configuration.apiToken.map { [$0] } ?? [])
-        var queryToken: String?
-        if stream {
-            queryToken = try QueryParameters(request.query).string("access_token")
-        }
-        try Self.requireBearer(request, accepting: accepted, queryToken: queryToken)
-    }
-
-    /// Passes when the bearer credential (or `queryToken`) is one of `accepted`; a 401 with
-    /// `WWW-Authenticate: Bearer` otherwise. Every accepted token is compared, in constant time,
-    /// so the time taken says nothing about which one came close. No token is ever echoed. Two
-    /// `Authorization` fields are a 400: the field is a singleton, and a proxy and the server could
-    /// each pick a different one.
-    private static func requireBearer(
-        _ request: HTTPRequest,
-        accepting accepted: [String],
-        queryToken: String?
-    ) throws(APIError) {
+    /// Who `request` comes from, for a route that needs `need`; a 401 when it needs a credential
+    /// and has none that verifies.
+    ///
+    /// Without `--jwt-keys`, the static tokens decide as they always have: with `--api-token` a
+    /// write needs it; with `--read-token` a read needs it or the API token; otherwise anyone may.
+    /// With `--jwt-keys`, every data route needs a credential: either static token, or a signed
+    /// token whose rights the handlers then apply. Every static token is compared, in constant
+    /// time, so the time taken says nothing about which one came close. No token is ever echoed.
+    /// Two `Authorization` fields are a 400: the field is a singleton, and a proxy and the server
+    /// could each pick a different one.
+    func principal(_ request: HTTPRequest, for need: Need) throws(APIError) -> Principal {
         let header = request.headers["authorization"]
         if header != nil, request.headers.values("authorization").count > 1 {
             throw .badRequest("Authorization is given more than once; send one credential.")
         }
-        var given: [String] = queryToken.map { [$0] } ?? []
+        let signed = configuration.signedTokens
+        let required: Bool
+        switch need {
+        case .nothing: return .everything
+        case .write: required = signed != nil || configuration.apiToken != nil
+        case .read, .stream: required = signed != nil || configuration.readToken != nil
+        }
+        guard required else { return .everything }
+        var given: String?
         if let header, header.prefix(7).lowercased() == "bearer " {
-            given.append(String(header.dropFirst(7).trimmedOWS()))
+            given = String(header.dropFirst(7).trimmedOWS())
+        } else if need == .stream {
+            // `EventSource` cannot send headers: a stream may carry its token in the URL.
+            given = try QueryParameters(request.query).string("access_token")
         }
-        var matched = false
-        for candidate in given {
-            for token in accepted where constantTimeEquals(candidate, token) { matched = true }
+        guard let given, !given.isEmpty else {
+            throw Self.unauthorized("This request needs Authorization: Bearer <token>.")
         }
-        guard matched else {
-            let missing = header == nil && queryToken == nil
-            var error = APIError(
-                .unauthorized,
-                "unauthorized",
-                missing ? "This request needs Authorization: Bearer <token>." : "The bearer token is not valid."
-            )
-            error.headers.set("WWW-Authenticate", "Bearer realm=\"library-server\"")
-            throw error
+        let api = configuration.apiToken.map { constantTimeEquals(given, $0) } ?? false
+        let read = configuration.readToken.map { constantTimeEquals(given, $0) } ?? false
+        if api { return .everything }
+        if read, need != .write { return .readEverything }
+        guard let signed, !read else { throw Self.unauthorized("The bearer token is not valid.") }
+        do {
+            return try signed.principal(given)
+        } catch {
+            var refusal = Self.unauthorized(error.detail)
+            refusal.headers.set("WWW-Authenticate", "Bearer realm=\"library-server\", error=\"invalid_token\"")
+            throw refusal
         }
+    }
+
+    /// What a route needs of its caller.
+    enum Need {
+        /// Nothing: the route has no data (health, the spec, the console's files, a preflight).
+        case nothing
+        case read
+        /// A read whose caller may be a browser's `EventSource`: the token may be in the URL.
+        case stream
+        case write
+    }
+
+    private static func unauthorized(_ detail: String) -> APIError {
+        var error = APIError(.unauthorized, "unauthorized", detail)
+        error.headers.set("WWW-Authenticate", "Bearer realm=\"library-server\"")
+        return error
     }
 }
 

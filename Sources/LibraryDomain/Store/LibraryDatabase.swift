@@ -17,17 +17,31 @@ package protocol LibraryReader {
 
     func library(id: String) throws -> LibraryRecord?
 
-    /// Libraries after `seq`, in insertion order.
-    func libraries(after seq: Int, limit: Int) throws -> Page<LibraryRecord>
+    /// Libraries after `seq`, in insertion order; only those whose id is in `among`, when given
+    /// (what a principal may read).
+    func libraries(after seq: Int, limit: Int, among: Set<String>?) throws -> Page<LibraryRecord>
 
     func book(id: String) throws -> BookRecord?
 
-    /// Books matching `filter` after `seq`, in insertion order.
-    func books(_ filter: BookFilter, after seq: Int, limit: Int) throws -> Page<BookRecord>
+    /// Books matching `filter` after `seq`, in insertion order; only those of a library in
+    /// `among`, when given (what a principal may read).
+    func books(_ filter: BookFilter, after seq: Int, limit: Int, among: Set<String>?) throws -> Page<BookRecord>
 
     /// The answer kept for an `Idempotency-Key`, if any and kept since `now` (seconds since 1970)
     /// minus `RememberedAnswer.retention` at most: an older one is expired, even before it is pruned.
     func rememberedAnswer(forKey key: String, now: Int) throws -> RememberedAnswer?
+}
+
+extension LibraryReader {
+    /// Libraries after `seq`, in insertion order.
+    package func libraries(after seq: Int, limit: Int) throws -> Page<LibraryRecord> {
+        try libraries(after: seq, limit: limit, among: nil)
+    }
+
+    /// Books matching `filter` after `seq`, in insertion order.
+    package func books(_ filter: BookFilter, after seq: Int, limit: Int) throws -> Page<BookRecord> {
+        try books(filter, after: seq, limit: limit, among: nil)
+    }
 }
 
 /// The rows a write changes, inside its transaction: what an engine does, with none of the

@@ -1,8 +1,10 @@
 /// The writes of libraries and books and their rules, run inside one transaction by a store's
 /// `write`, over the rows of whichever engine (`RecordRows`).
 ///
-/// Each method checks existence (404), then the values (422), then `If-Match` (412), and writes
-/// nothing when the new values equal the stored ones, so `version` counts real changes only.
+/// Each method checks existence (404), then the principal's rights (403), then the values (422),
+/// then `If-Match` (412), and writes nothing when the new values equal the stored ones, so
+/// `version` counts real changes only. A library the principal cannot read, and its books, are
+/// answered exactly as ones that do not exist, after the same reads.
 /// Every resource it changes is noted as a `ChangeItem`, for the change log and the live models.
 package final class LibraryWriter {
     /// The engine's rows in this write's transaction.
@@ -14,6 +16,9 @@ package final class LibraryWriter {
     private static let bookStamps = Set(BookField.stamped)
     private static let libraryStamps = Set(LibraryField.stamped)
 
+    /// What the principal behind this write may do; every right unless the API says otherwise.
+    package var rights = AccessRights.everything
+
     package init(rows: any RecordRows) {
         self.rows = rows
     }
@@ -22,6 +27,7 @@ package final class LibraryWriter {
     package var reader: any LibraryReader { rows }
 
     package func createLibrary(_ draft: LibraryDraft) throws -> LibraryRecord {
+        guard rights.admin else { throw StoreError(.forbidden("Creating a library needs the admin right.")) }
         try Self.check(draft.validate())
         let library = try rows.insertLibrary(draft, id: Identifier.make(), now: Timestamp.now())
         note(.library(library, fields: library.changedFields(from: nil), deleted: false))
@@ -34,7 +40,8 @@ package final class LibraryWriter {
         if precondition: Precondition,
         _ change: (LibraryDraft) -> LibraryDraft
     ) throws -> LibraryRecord {
-        let current = try existing(rows.library(id: id))
+        let current = try readable(rows.library(id: id))
+        try requireWrite(current.id)
         let draft = change(current.draft)
         try Self.check(draft.validate())
         try check(precondition, version: current.version)
@@ -47,7 +54,8 @@ package final class LibraryWriter {
 
     /// Deletes a library and its books; returns the library as it was and its books' ids.
     package func deleteLibrary(id: String, if precondition: Precondition) throws -> (LibraryRecord, bookIDs: [String]) {
-        let current = try existing(rows.library(id: id))
+        let current = try readable(rows.library(id: id))
+        guard rights.admin else { throw StoreError(.forbidden("Deleting a library needs the admin right.")) }
         try check(precondition, version: current.version)
         let books = try rows.deleteLibrary(id: id)
         for book in books {
@@ -60,6 +68,7 @@ package final class LibraryWriter {
     package func createBook(_ draft: BookDraft) throws -> BookRecord {
         try Self.check(draft.validate())
         try requireLibrary(draft.library)
+        try requireWrite(draft.library)
         let now = Timestamp.now()
         let book = try rows.insertBook(draft, id: Identifier.make(), now: now)
         try adjustBookCount(of: draft.library, by: 1, at: now)
@@ -71,10 +80,14 @@ package final class LibraryWriter {
     package func updateBook(id: String, if precondition: Precondition, _ change: (BookDraft) -> BookDraft) throws
         -> BookRecord
     {
-        let current = try existing(rows.book(id: id))
+        let current = try readable(rows.book(id: id))
+        try requireWrite(current.library)
         let draft = change(current.draft)
         try Self.check(draft.validate())
-        if draft.library != current.library { try requireLibrary(draft.library) }
+        if draft.library != current.library {
+            try requireLibrary(draft.library)
+            try requireWrite(draft.library)
+        }
         try check(precondition, version: current.version)
         guard draft != current.draft else { return current }
         let now = Timestamp.now()
@@ -109,7 +122,8 @@ package final class LibraryWriter {
     package func patchBook(id: String, if precondition: Precondition, _ patch: BookPatch, plan: SingleFieldWrite?)
         throws -> BookRecord
     {
-        if let single = plan,
+        // The one statement checks no right: it is taken only by a principal who may write every library.
+        if let single = plan, rights.write == .all,
             case .updated(let book, let previousValue) = try rows.updateSingleField(single, now: Timestamp.now())
         {
             let field = single.field
@@ -127,7 +141,8 @@ package final class LibraryWriter {
 
     /// Deletes a book; returns it as it was.
     package func deleteBook(id: String, if precondition: Precondition) throws -> BookRecord {
-        let current = try existing(rows.book(id: id))
+        let current = try readable(rows.book(id: id))
+        try requireWrite(current.library)
         try check(precondition, version: current.version)
         try rows.deleteBook(id: id)
         try adjustBookCount(of: current.library, by: -1, at: Timestamp.now())
@@ -145,9 +160,23 @@ package final class LibraryWriter {
         try rows.remember(answer, forKey: key, now: Timestamp.secondsSince1970())
     }
 
-    private func existing<T>(_ record: T?) throws -> T {
-        guard let record else { throw StoreError(.notFound) }
-        return record
+    /// The record when it exists and the principal may read its library; else a 404, the same
+    /// for both.
+    private func readable(_ library: LibraryRecord?) throws -> LibraryRecord {
+        guard let library, rights.reads(library.id) else { throw StoreError(.notFound) }
+        return library
+    }
+
+    private func readable(_ book: BookRecord?) throws -> BookRecord {
+        guard let book, rights.reads(book.library) else { throw StoreError(.notFound) }
+        return book
+    }
+
+    /// A 403 unless the principal may write the library `id` (which it may read).
+    private func requireWrite(_ id: String) throws {
+        guard rights.writes(id) else {
+            throw StoreError(.forbidden("This token may read library \(id) but not change it."))
+        }
     }
 
     /// Checked after the content is known to be acceptable (RFC 9110 §13.2.1), so a request that
@@ -156,8 +185,10 @@ package final class LibraryWriter {
         guard precondition.allows(version) else { throw StoreError(.preconditionFailed) }
     }
 
+    /// A 422 unless the library `id` exists and the principal may read it: one it cannot read
+    /// gets the same answer as one that does not exist.
     private func requireLibrary(_ id: String) throws {
-        guard try rows.library(id: id) != nil else {
+        guard try rows.library(id: id) != nil, rights.reads(id) else {
             throw StoreError(.invalid([FieldError(BookField.library.name, "no library has this id")]))
         }
     }

@@ -3,6 +3,9 @@ package struct StoreError: Error, Sendable, CustomStringConvertible {
     package enum Kind: Sendable, Equatable {
         /// No such library or book (404).
         case notFound
+        /// The principal may read the resource but not make this change (403); the text says
+        /// which right it lacks.
+        case forbidden(String)
         /// `If-Match` did not match the current version (412).
         case preconditionFailed
         /// The request's values are unacceptable (422), field by field.

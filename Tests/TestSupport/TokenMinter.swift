@@ -1,18 +1,17 @@
-import AccessTokens
 import Crypto
 import Foundation
 
 import enum Digest.Base64URL
 
 /// Makes signed tokens for the tests: a header and claims as JSON text, signed with a key of each
-/// kind the verifier takes.
-struct TokenMinter {
-    enum Signer {
+/// kind the verifier takes (`AccessTokens.TokenVerifier`).
+package struct TokenMinter {
+    package enum Signer {
         case hs256(SymmetricKey)
         case es256(P256.Signing.PrivateKey)
         case edDSA(Curve25519.Signing.PrivateKey)
 
-        var algorithm: String {
+        package var algorithm: String {
             switch self {
             case .hs256: "HS256"
             case .es256: "ES256"
@@ -21,7 +20,7 @@ struct TokenMinter {
         }
     }
 
-    static func token(header: String, claims: String, signer: Signer) -> String {
+    package static func token(header: String, claims: String, signer: Signer) -> String {
         let input = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(claims.utf8))
         let data = Array(input.utf8)
         let signature: [UInt8]
@@ -34,7 +33,9 @@ struct TokenMinter {
     }
 
     /// A token of `signer` with `kid`, for `sub`, expiring at `exp`, with more claims as JSON members.
-    static func token(_ signer: Signer, kid: String? = nil, sub: String = "reader-1", exp: Int, more: String = "")
+    package static func token(
+        _ signer: Signer, kid: String? = nil, sub: String = "reader-1", exp: Int, more: String = ""
+    )
         -> String
     {
         let header = kid.map { #"{"alg":"\#(signer.algorithm)","kid":"\#($0)"}"# } ?? #"{"alg":"\#(signer.algorithm)"}"#
@@ -43,7 +44,7 @@ struct TokenMinter {
     }
 
     /// The JWK of a signer's public side (or of the secret).
-    static func jwk(_ signer: Signer, kid: String?) -> String {
+    package static func jwk(_ signer: Signer, kid: String?) -> String {
         let id = kid.map { #","kid":"\#($0)""# } ?? ""
         switch signer {
         case .hs256(let key):
@@ -57,5 +58,12 @@ struct TokenMinter {
             return
                 #"{"kty":"OKP","crv":"Ed25519","x":"\#(Base64URL.encode(Array(key.publicKey.rawRepresentation)))"\#(id)}"#
         }
+    }
+}
+
+extension TokenMinter {
+    /// A JWK set of the signers' public sides, each with its `kid`.
+    package static func keySet(_ signers: [(Signer, String?)]) -> String {
+        #"{"keys":["# + signers.map { jwk($0.0, kid: $0.1) }.joined(separator: ",") + "]}"
     }
 }

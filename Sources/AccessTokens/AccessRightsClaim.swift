@@ -1,48 +1,10 @@
 import JSON
 import LibraryDomain
 
-/// What a principal may do, from the rights claim of its token (`libraries` unless
-/// `--jwt-claim` names another): `{"read": [ids], "write": [ids], "admin": bool}`. `"*"` stands for
-/// every library; write implies read; admin (create and delete libraries) implies both. A claim
+/// The rights claim of a token (`libraries` unless `--jwt-claim` names another):
+/// `{"read": [ids], "write": [ids], "admin": bool}`, where `"*"` stands for every library. A claim
 /// that is absent gives no right at all; one that is malformed refuses the token.
-package struct AccessRights: Sendable, Equatable {
-    /// Libraries, by id (canonical UUIDs), or every one.
-    package enum Libraries: Sendable, Equatable {
-        case all
-        case some(Set<String>)
-
-        package func contains(_ library: String) -> Bool {
-            switch self {
-            case .all: true
-            case .some(let ids): ids.contains(library)
-            }
-        }
-
-        package static let empty = Libraries.some([])
-
-        func union(_ other: Libraries) -> Libraries {
-            switch (self, other) {
-            case (.all, _), (_, .all): .all
-            case (.some(let a), .some(let b)): .some(a.union(b))
-            }
-        }
-    }
-
-    package let read: Libraries
-    package let write: Libraries
-    package let admin: Bool
-
-    package init(read: Libraries, write: Libraries, admin: Bool) {
-        self.admin = admin
-        self.write = admin ? .all : write
-        self.read = admin ? .all : read.union(write)
-    }
-
-    /// Every right: the API token's.
-    package static let everything = AccessRights(read: .all, write: .all, admin: true)
-    /// Reading every library: the read token's.
-    package static let readEverything = AccessRights(read: .all, write: .empty, admin: false)
-
+extension AccessRights {
     /// The most library ids a claim may list, per right.
     package static let maxListed = 10_000
 

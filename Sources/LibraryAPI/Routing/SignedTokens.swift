@@ -1,0 +1,74 @@
+import AccessTokens
+import Glibc
+import LibraryDomain
+import Synchronization
+
+/// The signed tokens the server takes (`--jwt-keys`): who a token names and what its rights claim
+/// grants, each distinct token verified once and kept until it expires (`TokenCache`), so a
+/// client sending the same token with every request pays for its signature once.
+///
+/// The keys can be replaced while the server runs (SIGHUP rereads the key file): the verifier and
+/// the cache are swapped together, so no token verified by a dropped key is answered from the
+/// cache afterwards.
+package final class SignedTokens: Sendable {
+    private struct Keys: Sendable {
+        let verifier: TokenVerifier
+        let cache: TokenCache<Principal>
+    }
+
+    private let keys: Mutex<Keys>
+    /// The claim that holds the rights (`--jwt-claim`).
+    package let claim: String
+    private let clock: @Sendable () -> Int
+    private let refusals = Mutex<[TokenRefusal.Reason: Int]>([:])
+
+    /// `clock`: the current second since 1970 (tests move it).
+    package init(
+        verifier: TokenVerifier,
+        claim: String = "libraries",
+        clock: @escaping @Sendable () -> Int = { Int(time(nil)) }
+    ) {
+        self.keys = Mutex(Keys(verifier: verifier, cache: TokenCache()))
+        self.claim = claim
+        self.clock = clock
+    }
+
+    /// The verifier in use.
+    package var verifier: TokenVerifier { keys.withLock { $0.verifier } }
+
+    /// Verifies with `keySet` from now on, with the same audience, issuer and leeway.
+    package func replaceKeys(_ keySet: JSONWebKeySet) {
+        keys.withLock { keys in
+            let old = keys.verifier
+            keys = Keys(
+                verifier: TokenVerifier(keys: keySet, audience: old.audience, issuer: old.issuer, leeway: old.leeway),
+                cache: TokenCache())
+        }
+    }
+
+    /// The principal `token` names, with the rights of its claim; a refusal says which rule it broke.
+    func principal(_ token: String) throws(TokenRefusal) -> Principal {
+        let (verifier, cache) = keys.withLock { ($0.verifier, $0.cache) }
+        let now = clock()
+        do {
+            return try cache.value(for: token, now: now) { () throws(TokenRefusal) in
+                let verified = try verifier.verify(token.utf8, now: now)
+                let rights = try AccessRights(claim: verified.claim(claim))
+                let principal = Principal(subject: verified.subject, rights: rights, expires: verified.expires)
+                return (principal, verified.expires + verifier.leeway)
+            }
+        } catch {
+            refusals.withLock { $0[error.reason, default: 0] += 1 }
+            throw error
+        }
+    }
+
+    /// Tokens refused since start, by reason, every reason listed.
+    package var refusalCounts: [(String, Int)] {
+        let counts = refusals.withLock { $0 }
+        return TokenRefusal.Reason.allCases.map { ($0.rawValue, counts[$0] ?? 0) }
+    }
+
+    /// Distinct tokens verified and kept now.
+    package var cachedTokens: Int { keys.withLock { $0.cache }.count }
+}
