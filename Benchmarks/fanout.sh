@@ -11,6 +11,11 @@
 # change-to-subscriber latency percentiles, then stops the server with SIGTERM and checks that it
 # exits 0 within 15 seconds. Also prints the server's CPU time (user + system) spent during the
 # rounds, which Benchmarks/bench.py divides by rounds and subscribers.
+#
+# SERVER_ARGS: more flags for the server (say --jwt-keys FILE --api-token T); API_TOKEN: the
+# bearer token this script's own requests (setup, /metrics) and the PATCHes send; FANOUT_ARGS: more
+# options for the load generator (say -T FILE: a token per subscriber). Benchmarks/tokens.py uses
+# them for 18,000 subscribers each with a token of its own.
 set -euo pipefail
 
 N=${1:-18000}
@@ -49,7 +54,8 @@ cc -O2 -std=c99 -o "$WORK/fanout" "$ROOT/Benchmarks/fanout/fanout.c" -lm
 
 # ---- server ----------------------------------------------------------------------------------
 MAX_CONNECTIONS=19500
-"$SERVER" --port 0 --database :memory: --log-level warning --max-connections "$MAX_CONNECTIONS" \
+# shellcheck disable=SC2086 # SERVER_ARGS is a list of flags
+"$SERVER" --port 0 --database :memory: --log-level warning --max-connections "$MAX_CONNECTIONS" ${SERVER_ARGS:-} \
     >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
 PORT=
@@ -67,16 +73,18 @@ fi
 BASE=http://127.0.0.1:$PORT
 echo "== server pid $SERVER_PID on $BASE"
 
+AUTH=()
+[[ -n ${API_TOKEN:-} ]] && AUTH=(-H "Authorization: Bearer $API_TOKEN")
 api() { # method path [json]
     curl -sS --fail-with-body --noproxy '*' --max-time 10 -X "$1" -H 'Content-Type: application/json' \
-        ${3:+--data "$3"} "$BASE$2"
+        "${AUTH[@]}" ${3:+--data "$3"} "$BASE$2"
 }
 json_id() { # the top-level "id" of a JSON object on stdin (string or number)
     grep -o '"id":[[:space:]]*\("[^"]*"\|[0-9][0-9]*\)' | head -n 1 | sed 's/^"id":[[:space:]]*//'
 }
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$SERVER_PID/status"; }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$SERVER_PID/stat"; } # user + system, in clock ticks
-metric() { curl -sS --noproxy '*' --max-time 10 "$BASE/metrics" | awk -v name="$1" '$1 == name { print $2 }'; }
+metric() { curl -sS --noproxy '*' --max-time 10 "${AUTH[@]}" "$BASE/metrics" | awk -v name="$1" '$1 == name { print $2 }'; }
 
 LIBRARY=$(api POST /libraries '{"name":"fanout benchmark"}' | json_id)
 BOOK=$(api POST /books "{\"libraryId\":$LIBRARY,\"title\":\"initial\"}" | json_id)
@@ -90,7 +98,8 @@ echo "== server VmRSS before subscribing: $RSS_BEFORE KiB"
 
 # ---- load ------------------------------------------------------------------------------------
 # -g: the tool holds every stream open after setup until SIGUSR1, so the memory can be read.
-"$WORK/fanout" -g 300 "$PORT" "$BOOK" "$N" "$R" >"$WORK/fanout.out" 2>&1 &
+# shellcheck disable=SC2086 # FANOUT_ARGS is a list of options
+"$WORK/fanout" -g 300 ${API_TOKEN:+-A "$API_TOKEN"} ${FANOUT_ARGS:-} "$PORT" "$BOOK" "$N" "$R" >"$WORK/fanout.out" 2>&1 &
 FANOUT_PID=$!
 tail -n +1 -f --pid="$FANOUT_PID" "$WORK/fanout.out" &
 TAIL_PID=$!

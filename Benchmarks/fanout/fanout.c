@@ -11,7 +11,7 @@
  *   cc -O2 -o fanout fanout.c
  *   fanout [-s setup_timeout_s] [-t round_timeout_s] [-p pause_ms] [-b max_in_flight]
  *          [-g go_wait_s] [-w write_port] [-m prefix] [-a source_address] [-P first_port-last_port]
- *          port book_id [N=18000] [R=20]
+ *          [-T token_file] [-A patch_token] port book_id [N=18000] [R=20]
  *
  * Source ports: each subscriber socket is bound (SO_REUSEADDR) to an explicit 127.0.0.1 port,
  * walking the local port range, before it connects. Left to connect(), Linux picks even ports
@@ -33,6 +33,10 @@
  *     free for every other client on the machine (the PATCH connection, curl, the server's own
  *     database connections), which tens of thousands of explicitly bound ports, whatever their
  *     address, would otherwise exhaust (connect() skips a port any socket has bound explicitly).
+ *
+ * -T: subscriber i sends "Authorization: Bearer <line i of token_file>" (lines reused when fewer
+ *     than N): each subscriber a principal of its own, for a server run with --jwt-keys.
+ * -A: the PATCHes send "Authorization: Bearer <patch_token>".
  *
  * -g: after the setup phase print "READY <connected>" and keep serving the streams until SIGUSR1
  *     arrives (or go_wait_s seconds pass) before starting the rounds; the driver script uses the
@@ -115,6 +119,36 @@ static size_t marker_len;
 static double t0;
 static int pending;             /* subscribers yet to see the current round's marker */
 static float *samples;          /* n_subs * n_rounds, ms; NAN = missed */
+
+/* Tokens (-T), one per subscriber, and the PATCHes' (-A). */
+#define TOKEN_MAX 8192
+static char **tokens;
+static int n_tokens;
+static const char *patch_token;
+
+static void die(const char *fmt, ...);
+
+static void read_tokens(const char *path) {
+    FILE *file = fopen(path, "r");
+    if (!file) die("cannot open %s: %s", path, strerror(errno));
+    static char line[TOKEN_MAX + 2];
+    int capacity = 0;
+    while (fgets(line, sizeof line, file)) {
+        size_t len = strcspn(line, "\r\n");
+        if (len == 0) continue;
+        if (len > TOKEN_MAX) die("a token in %s is over %d bytes", path, TOKEN_MAX);
+        line[len] = 0;
+        if (n_tokens == capacity) {
+            capacity = capacity ? capacity * 2 : 1024;
+            tokens = realloc(tokens, (size_t)capacity * sizeof *tokens);
+            if (!tokens) die("out of memory");
+        }
+        tokens[n_tokens] = strdup(line);
+        if (!tokens[n_tokens++]) die("out of memory");
+    }
+    fclose(file);
+    if (n_tokens == 0) die("%s has no token", path);
+}
 
 /* The PATCH connection. */
 static int patch_fd = -1;
@@ -256,8 +290,16 @@ static void setup_failure(uint32_t slot, int err) {
 
 static int send_request(uint32_t slot) {
     struct conn *c = &conns[slot];
-    ssize_t n = send(c->fd, request, (size_t)request_len, MSG_NOSIGNAL);
-    if (n != request_len) return n < 0 ? errno : EIO; /* a ~100-byte send on a new socket never splits */
+    const char *message = request;
+    int length = request_len;
+    char with_token[TOKEN_MAX + 512];
+    if (n_tokens > 0) {
+        length = snprintf(with_token, sizeof with_token, "%.*sAuthorization: Bearer %s\r\n\r\n", request_len - 2,
+                          request, tokens[slot % (uint32_t)n_tokens]);
+        message = with_token;
+    }
+    ssize_t n = send(c->fd, message, (size_t)length, MSG_NOSIGNAL);
+    if (n != length) return n < 0 ? errno : EIO; /* a send of a few hundred bytes on a new socket never splits */
     c->state = S_SENT;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.u32 = slot};
     if (epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &ev) != 0) return errno;
@@ -411,12 +453,13 @@ static void close_patch_connection(void) {
  * right before the send. */
 static int send_patch(const char *value) {
     if (patch_fd < 0 && (patch_fd = open_patch_connection()) < 0) return -1;
-    char body[128], msg[768];
+    char body[128], msg[TOKEN_MAX + 768];
     int body_len = snprintf(body, sizeof body, "{\"title\":\"%s\"}", value);
     int len = snprintf(msg, sizeof msg,
                        "PATCH /books/%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
-                       "Content-Length: %d\r\n\r\n%s",
-                       book_id, write_port, body_len, body);
+                       "%s%s%sContent-Length: %d\r\n\r\n%s",
+                       book_id, write_port, patch_token ? "Authorization: Bearer " : "", patch_token ? patch_token : "",
+                       patch_token ? "\r\n" : "", body_len, body);
     t0 = now();
     patch_sent = t0;
     ssize_t n = send(patch_fd, msg, (size_t)len, MSG_NOSIGNAL);
@@ -519,13 +562,14 @@ static void usage(void) {
     fprintf(stderr,
             "usage: fanout [-s setup_timeout_s] [-t round_timeout_s] [-p pause_ms] [-b max_in_flight]\n"
             "              [-g go_wait_s] [-w write_port] [-m prefix] [-a source_address]\n"
-            "              [-P first_port-last_port] port book_id [subscribers=18000] [rounds=20]\n");
+            "              [-P first_port-last_port] [-T token_file] [-A patch_token]\n"
+            "              port book_id [subscribers=18000] [rounds=20]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     int opt;
-    while ((opt = getopt(argc, argv, "s:t:p:b:g:w:m:a:P:")) != -1) {
+    while ((opt = getopt(argc, argv, "s:t:p:b:g:w:m:a:P:T:A:")) != -1) {
         switch (opt) {
         case 's': setup_timeout = atof(optarg); break;
         case 't': round_timeout = atof(optarg); break;
@@ -548,6 +592,11 @@ int main(int argc, char **argv) {
                 port_hi > 65535)
                 die("bad port range %s (first-last, within 1024-65535)", optarg);
             ports_given = 1;
+            break;
+        case 'T': read_tokens(optarg); break;
+        case 'A':
+            if (strlen(optarg) > TOKEN_MAX || strpbrk(optarg, "\r\n")) die("bad patch token");
+            patch_token = optarg;
             break;
         default: usage();
         }

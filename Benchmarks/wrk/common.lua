@@ -33,6 +33,13 @@ end
 
 json_headers = { ["Content-Type"] = "application/json" }
 
+-- AUTHORIZATION (environment): an Authorization header every request sends (Benchmarks/tokens.py).
+local authorization = os.getenv("AUTHORIZATION")
+if authorization then
+    wrk.headers["Authorization"] = authorization
+    json_headers["Authorization"] = authorization
+end
+
 -- One line bench.py reads: requests, seconds, socket errors, non-2xx answers, latency in µs.
 function done(summary, latency, requests)
     local errors = summary.errors
