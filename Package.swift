@@ -111,7 +111,8 @@ let package = Package(
         .target(
             name: "LibraryAPI",
             dependencies: [
-                "AccessTokens", "APICore", "EventStreams", "HTTPServer", "JSON", "LibraryDomain", "LiveEngine", "Digest",
+                "AccessTokens", "APICore", "EventStreams", "HTTPServer", "JSON", "LibraryDomain", "LiveEngine",
+                "Digest",
                 .product(name: "Logging", package: "swift-log"),
             ],
             // The console's files are embedded by the EmbedFiles plugin, not compiled or copied as resources.
@@ -160,7 +161,8 @@ let package = Package(
         .target(
             name: "FuzzChecks",
             dependencies: [
-                "AccessTokens", "APICore", "Digest", "EventStreams", "HTTPServer", "JSON", "LibraryAPI", "LibraryDomain",
+                "AccessTokens", "APICore", "Digest", "EventStreams", "HTTPServer", "JSON", "LibraryAPI",
+                "LibraryDomain",
             ],
             swiftSettings: swiftSettings + fuzzSettings),
         // Fuzz targets for the HTTP parser, the JSON body decoders and the token verifier; scripts/fuzz.sh runs them.
