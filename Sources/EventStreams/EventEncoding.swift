@@ -22,6 +22,15 @@ enum EventEncoding {
     /// A comment that keeps a silent stream open.
     static let keepAlive = EventStreamFraming.keepAlive
 
+    /// The last event of a stream whose credential has expired. It has no id, so a client that
+    /// reconnects with a new token resumes from the last event it had, losing nothing.
+    static let expired = Array(
+        "event: expired\ndata: {\"detail\":\"The stream's credential has expired; reconnect with a new one.\"}\n\n".utf8)
+
+    /// The data of a watch's `revoked` entry: the stream's new credential may no longer read it.
+    static let revoked = Array(
+        #"{"detail":"The stream's credential no longer reads this; the watch has ended."}"#.utf8)
+
     /// An event of a stream of its own.
     static func encode(_ event: LiveEvent) -> [UInt8] {
         // The data written after the head in place: a snapshot's 70 MB are not copied again.

@@ -21,6 +21,10 @@ final class EventStreamSink: LiveEventSink {
     }
     private var readyCallbacks: [@Sendable () -> Void] = []
     private var finishing = false
+    /// A collection snapshot's pages are being written: no other event can go between them.
+    private var paging = false
+    /// Its credential expired: nothing more is written.
+    private var expired = false
     /// The token of the next large event encoded off the live actor.
     private var nextToken = 0
     /// Whether a chunk was written and the connection has not sent it yet.
@@ -50,6 +54,7 @@ final class EventStreamSink: LiveEventSink {
     #endif
 
     func send(_ event: LiveEvent) {
+        guard !expired else { return }
         counters.events.add(1, ordering: .relaxed)
         if event.memberCount > Self.encodeElsewhereMembers {
             let token = nextToken
@@ -106,8 +111,10 @@ final class EventStreamSink: LiveEventSink {
     /// sent (reading it overlaps the sending), but no more than one waits behind it; meanwhile the
     /// socket has the large send buffer, as for a large event.
     func sendPage(_ event: LiveEvent, then next: @escaping @Sendable @LiveActor () -> Void) {
+        guard !expired else { return }
         let isLast = event.page?.isLast == true
         if event.page?.isFirst == true { stream.setSendBuffer(Self.largeSendBuffer) }
+        paging = !isLast
         if isLast { counters.events.add(1, ordering: .relaxed) }
         write(EventEncoding.page(event))
         if isLast {
@@ -129,7 +136,18 @@ final class EventStreamSink: LiveEventSink {
     }
 
     func keepAlive() {
-        if queue.isEmpty { stream.write(EventEncoding.keepAlive) }
+        if !expired, queue.isEmpty { stream.write(EventEncoding.keepAlive) }
+    }
+
+    /// The stream's credential has expired: an `expired` event, then the end. (In the middle of
+    /// a collection snapshot's pages the stream just ends: the client drops the unfinished event
+    /// and learns of the expiry when it reconnects.)
+    func expire() {
+        guard !expired else { return }
+        expired = true
+        counters.expiredStreams.add(1, ordering: .relaxed)
+        if !paging { write(EventEncoding.expired) }
+        finish()
     }
 
     func finish() {

@@ -1,4 +1,5 @@
 import APICore
+import Glibc
 import HTTPServer
 import JSON
 import LiveEngine
@@ -13,9 +14,13 @@ import LiveEngine
 /// (`EventEncoding`) and writes them onto connections (`EventStreamSink`, `Multiplexer`).
 package final class EventStreams: Sendable {
     package let hub: LiveHub
+    /// When streams opened with signed tokens end.
+    let deadlines: StreamDeadlines
 
-    package init(hub: LiveHub) {
+    /// `clock`: the current second since 1970, as the tokens' verifier reads it.
+    package init(hub: LiveHub, clock: @escaping @Sendable () -> Int = { Int(time(nil)) }) {
         self.hub = hub
+        self.deadlines = StreamDeadlines(clock: clock)
     }
 
     /// How the hub encodes what it sends ahead of its subscribers: a refreshed kept snapshot, and
@@ -28,6 +33,8 @@ package final class EventStreams: Sendable {
 /// also logs the request and decorates every answer.
 package protocol StreamExchange: AnyObject, Sendable {
     var request: HTTPRequest { get }
+    /// Who the request comes from: what the stream may carry, and until when.
+    var principal: Principal { get }
     /// Whether the client has hung up since the request came.
     var peerHasGone: Bool { get }
     /// Sends `head` and hands over the connection as a stream; `onClose` runs once it closes.

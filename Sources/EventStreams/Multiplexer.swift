@@ -63,6 +63,8 @@ final class Multiplexer {
 
         /// Whether it is in `Multiplexer.pending`.
         var listed = false
+        /// Ended by narrower rights: its `revoked` entry waits for the next frame.
+        var revoked = false
     }
 
     /// The most watches one stream opened by `GET` carries (their text and tags must fit a request head).
@@ -75,6 +77,11 @@ final class Multiplexer {
     nonisolated static let maxWatchesPerTarget = 8
 
     let hub: LiveHub
+    /// Who opened the stream, as its latest credential says (`adopt`): what its watches may
+    /// read, and when it ends.
+    private(set) var principal: Principal
+    private let deadlines: StreamDeadlines
+    private var deadline: StreamDeadlines.Entry?
     /// The stream's watches by text, and by what they name: every side-channel call costs work
     /// for the watches it names, never for every watch the stream holds.
     private var active: [String: Part] = [:]
@@ -113,8 +120,13 @@ final class Multiplexer {
     /// `tagged`: frame ids carry the watches' tags (`<seq>.<tag>`), so that a browser's
     /// `EventSource` can resume with no help; a stream opened by `POST /events` has bare `<seq>` ids,
     /// its client naming the watches that resume in the next request's body.
-    init(hub: LiveHub, parts: [Part], tagged: Bool = true, peerHasGone: @escaping @Sendable () -> Bool) {
+    init(
+        hub: LiveHub, parts: [Part], principal: Principal = .everything, deadlines: StreamDeadlines = StreamDeadlines(),
+        tagged: Bool = true, peerHasGone: @escaping @Sendable () -> Bool
+    ) {
         self.hub = hub
+        self.principal = principal
+        self.deadlines = deadlines
         self.peerHasGone = peerHasGone
         for part in parts {
             active[part.watch] = part
@@ -205,6 +217,63 @@ final class Multiplexer {
         _ = state.end()
         unsubscribeAll()
         if let streamID { Self.open[streamID] = nil }
+        if let deadline { deadlines.cancel(deadline) }
+        deadline = nil
+    }
+
+    // MARK: Credentials
+
+    /// Ends the stream when its credential expires (`expire`).
+    func scheduleExpiry() {
+        if let deadline { deadlines.cancel(deadline) }
+        deadline = principal.expires.map { deadlines.schedule(at: $0) { [weak self] in self?.expire() } }
+    }
+
+    /// The credential has expired: an `expired` event (outside any frame, so the last frame's id
+    /// stays the one to resume from), then the end. In the middle of a frame (a collection
+    /// snapshot being written) the stream just ends: the client drops the unfinished frame.
+    private func expire() {
+        deadline = nil
+        guard state.end() else { return }
+        hub.counters.expiredStreams.add(1, ordering: .relaxed)
+        unsubscribeAll()
+        guard let stream else { return }
+        if frameEntries == nil { stream.write(EventEncoding.expired) }
+        stream.finish()
+    }
+
+    /// The side channel brought a new credential of the same principal: the stream now ends when
+    /// it expires, and the watches its rights no longer cover end with a `revoked` entry. Rights
+    /// that widen leave the watches as they are (a collection watch keeps the items of the
+    /// libraries it was opened with; the client adds it again to see more).
+    func adopt(_ new: Principal) {
+        let old = principal
+        principal = new
+        if old.expires != new.expires, stream != nil { scheduleExpiry() }
+        let readable = new.rights.readable
+        switch (old.rights.readable, readable) {
+        case (_, nil): return
+        case (let before?, let after?) where before.isSubset(of: after): return
+        default: break
+        }
+        var revoked: [String] = []
+        for part in active.values where !part.deleted {
+            let allowed: Bool
+            switch part.target {
+            case .library(let id): allowed = readable?.contains(id) ?? true
+            case .book, .libraries, .books:
+                allowed = part.subscriberID.map { hub.narrow($0, of: part.target, to: readable) } ?? false
+            }
+            if !allowed { revoked.append(part.watch) }
+        }
+        guard !revoked.isEmpty else { return }
+        let parts = revoked.compactMap { active[$0] }
+        remove(revoked)
+        for part in parts {
+            part.revoked = true
+            list(part)
+        }
+        scheduleFlush()
     }
 
     // MARK: Changing the watches of an open stream
@@ -523,6 +592,11 @@ final class Multiplexer {
         var bytes: [UInt8] = []
         for part in pending {
             part.listed = false
+            if part.revoked {
+                part.revoked = false
+                bytes += entryStart(part, kind: "revoked") + EventEncoding.revoked + EventEncoding.entryEnd
+                continue
+            }
             for event in part.waiting.take() { bytes += entry(part, event) }
         }
         pending = []

@@ -10,14 +10,15 @@ extension EventStreams {
     /// stream starts.
     package func streamEvents(_ target: SubscriptionRequest.Target, _ exchange: any StreamExchange) throws(APIError) {
         let query = try QueryParameters(exchange.request.query)
-        var request = try Self.subscription(target, query: query)
+        let principal = exchange.principal
+        var request = try Self.restricted(Self.subscription(target, query: query), to: principal.rights)
         if let text = try Self.lastEventID(exchange, query) {
             guard let seq = Self.sequenceNumber(text) else {
                 throw .badRequest("Last-Event-ID must be an event id this server sent (a whole number).")
             }
             request.resumeAfter = seq
         }
-        let hub = self.hub
+        let (hub, deadlines) = (self.hub, self.deadlines)
         let resource = Self.describe(request.target)
         let subscription = request
         LiveActor.enqueue {
@@ -25,11 +26,19 @@ extension EventStreams {
             hub.subscribe(
                 subscription,
                 open: { subscriberID in
+                    let deadline = Deadline()
                     let stream = exchange.openStream(Self.eventStreamHead) {
-                        LiveActor.enqueue { hub.unsubscribe(subscriberID, from: subscription.target) }
+                        LiveActor.enqueue {
+                            hub.unsubscribe(subscriberID, from: subscription.target)
+                            if let entry = deadline.entry { deadlines.cancel(entry) }
+                        }
                     }
                     stream.write(EventEncoding.opening)
-                    return EventStreamSink(stream: stream, counters: hub.counters)
+                    let sink = EventStreamSink(stream: stream, counters: hub.counters)
+                    if let expires = principal.expires {
+                        deadline.entry = deadlines.schedule(at: expires) { [weak sink] in sink?.expire() }
+                    }
+                    return sink
                 },
                 outcome: { outcome in
                     switch outcome {
@@ -41,6 +50,28 @@ extension EventStreams {
                 }
             )
         }
+    }
+
+    /// A single stream's deadline, once it is set (the stream's close cancels it).
+    @LiveActor private final class Deadline: Sendable {
+        var entry: StreamDeadlines.Entry?
+    }
+
+    /// `request` as `rights` may see it: of the libraries they read. A collection filtered by a
+    /// library they cannot read is a 404, as `GET /books?libraryId=` is: decided by the rights
+    /// alone, so it says nothing of whether that library exists. (A library or book they cannot
+    /// read is answered by the hub as one that does not exist.)
+    static func restricted(_ request: SubscriptionRequest, to rights: AccessRights, watch: String? = nil)
+        throws(APIError) -> SubscriptionRequest
+    {
+        guard let readable = rights.readable else { return request }
+        if case .books(let filter) = request.target, let named = filter.library, !readable.contains(named) {
+            let shown = watch.map { "watch \"\($0.prefix(300))\": " } ?? ""
+            throw .notFound("\(shown)No library \(named) exists.")
+        }
+        var restricted = request
+        restricted.readable = readable
+        return restricted
     }
 
     /// Where a stream resumes: the `Last-Event-ID` header, else the `lastEventId` parameter (for

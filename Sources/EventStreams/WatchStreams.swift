@@ -19,7 +19,7 @@ extension EventStreams {
             throw .badRequest(
                 "A stream carries at most \(Multiplexer.maxWatches) watches; this one has \(watches.count).")
         }
-        let requests = try Self.watchRequests(watches)
+        let requests = try Self.watchRequests(watches, rights: exchange.principal.rights)
         openWatches(exchange, watches, requests, resume: try Self.watchResumePoint(exchange, query), tagged: true)
     }
 
@@ -34,7 +34,7 @@ extension EventStreams {
             throw .badRequest(
                 "A stream carries at most \(Multiplexer.maxPostedWatches) watches; this one has \(body.watches.count).")
         }
-        let requests = try Self.watchRequests(body.watches)
+        let requests = try Self.watchRequests(body.watches, rights: exchange.principal.rights)
         let resume = body.lastEventId.map { seq in
             (seq: seq, tags: body.resume.map { Set($0.map(Multiplexer.watchTag)) })
         }
@@ -46,19 +46,31 @@ extension EventStreams {
     /// a later frame of the stream (or a `delete` entry when their resource is gone); removed ones
     /// get nothing more. `204` once the change is made; `404` when no such stream is open here
     /// (it ended, or another replica holds it): the client opens a new stream instead.
+    ///
+    /// Only the principal that opened the stream may change it (another is a 403). Its credential
+    /// replaces the stream's, so a client extends a stream before its token expires by calling
+    /// with a new token (`{}` changes nothing else): the stream then ends when the new one
+    /// expires, and when the new rights are narrower the watches they no longer cover end with a
+    /// `revoked` entry. Added watches are checked against the new rights, as at the opening.
     package func changeWatches(of streamID: String, _ exchange: any StreamExchange) throws(APIError) {
         let body = try WatchChanges(exchange.request)
-        let added = Array(zip(body.add, try Self.watchRequests(body.add)))
+        let principal = exchange.principal
+        let added = Array(zip(body.add, try Self.watchRequests(body.add, rights: principal.rights)))
         LiveActor.enqueue {
             guard let multiplexer = Multiplexer.open[streamID] else {
                 return exchange.fail(
                     APIError.notFound("No stream \(streamID) is open on this server; open a new one with POST /events.")
                 )
             }
+            guard multiplexer.principal.subject == principal.subject else {
+                return exchange.fail(
+                    APIError(.forbidden, "forbidden", "Stream \(streamID) was opened by another principal."))
+            }
             let adding = added.map { (watch: $0.0, request: $0.1) }
             if let refusal = multiplexer.refusal(removing: body.remove, adding: adding) {
                 return exchange.fail(refusal)
             }
+            multiplexer.adopt(principal)
             multiplexer.remove(body.remove)
             multiplexer.add(adding)
             exchange.finish(HTTPResponse(status: .noContent))
@@ -75,14 +87,16 @@ extension EventStreams {
     /// Each watch checked and turned into its subscription. The same watch twice is a 400, and so
     /// are two that name one target and fields however they are spelled (`fields=a,b` and
     /// `fields=b,a`): the stream would build and send the same snapshot and events twice.
-    private static func watchRequests(_ watches: [String]) throws(APIError) -> [SubscriptionRequest] {
+    private static func watchRequests(_ watches: [String], rights: AccessRights) throws(APIError)
+        -> [SubscriptionRequest]
+    {
         var seen: [WatchKey: String] = [:]
         var perTarget: [LiveTarget: Int] = [:]
         var requests: [SubscriptionRequest] = []
         requests.reserveCapacity(watches.count)
         seen.reserveCapacity(watches.count)
         for watch in watches {
-            let request = try Self.watchRequest(watch)
+            let request = try Self.restricted(Self.watchRequest(watch), to: rights, watch: watch)
             if let first = seen.updateValue(watch, forKey: WatchKey(request)) {
                 guard first != watch else { throw Self.badWatch(watch, "is given more than once.") }
                 throw Self.badWatch(watch, "names what \"\(first.prefix(300))\" names.")
@@ -106,14 +120,15 @@ extension EventStreams {
         _ exchange: any StreamExchange, _ watches: [String], _ subscriptions: [SubscriptionRequest],
         resume: (seq: Int, tags: Set<String>?)?, tagged: Bool
     ) {
-        let hub = self.hub
+        let (hub, deadlines, principal) = (self.hub, self.deadlines, exchange.principal)
         LiveActor.enqueue {
             // Requests queue here when many arrive at once: one whose client has hung up meanwhile
             // costs nothing more (no loads, no snapshots).
             guard !exchange.peerHasGone else { return exchange.abandon() }
             let parts = zip(watches, subscriptions).map { Multiplexer.Part(watch: $0, request: $1) }
             let multiplexer = Multiplexer(
-                hub: hub, parts: parts, tagged: tagged, peerHasGone: { exchange.peerHasGone })
+                hub: hub, parts: parts, principal: principal, deadlines: deadlines, tagged: tagged,
+                peerHasGone: { exchange.peerHasGone })
             // A stream opened by POST can change its watches later (`POST /events/{streamId}`).
             let streamID = tagged ? nil : Identifier.make()
             multiplexer.streamID = streamID
@@ -128,6 +143,7 @@ extension EventStreams {
                             part, outcome, resumed: resumed,
                             open: {
                                 if let streamID { Multiplexer.open[streamID] = multiplexer }
+                                multiplexer.scheduleExpiry()
                                 return exchange.openStream(head) {
                                     LiveActor.enqueue { multiplexer.closed() }
                                 }
@@ -254,9 +270,6 @@ package struct WatchChanges {
                 let name = key.count > 100 ? key.prefix(100) + "…" : key
                 errors.append(FieldError(name, "is not a member of this body (add, remove)"))
             }
-        }
-        if errors.isEmpty, add.isEmpty, remove.isEmpty {
-            errors.append(FieldError("", "name watches to add or remove"))
         }
         if errors.isEmpty, Set(add).count != add.count || Set(remove).count != remove.count {
             errors.append(FieldError(Set(add).count != add.count ? "add" : "remove", "lists a watch more than once"))

@@ -38,7 +38,11 @@ package final class LibraryAPI: HTTPResponder {
         self.healthProbe = HealthProbe(store: store)
         self.console = ConsoleFiles(directory: configuration.consoleDirectory)
         self.logsRequests = logger.logLevel <= .info
-        self.streams = EventStreams(hub: hub)
+        if let signed = configuration.signedTokens {
+            self.streams = EventStreams(hub: hub, clock: signed.clock)
+        } else {
+            self.streams = EventStreams(hub: hub)
+        }
         reportMetrics()
     }
 
@@ -103,6 +107,12 @@ package final class LibraryAPI: HTTPResponder {
                 "library_tokens_cached", help: "Distinct signed tokens verified and kept until they expire."
             ) {
                 signed.cachedTokens
+            }
+            metrics.addCounter(
+                "library_sse_streams_expired_total",
+                help: "Event streams ended because the signed token that opened (or last extended) them expired."
+            ) {
+                counters.expiredStreams.load(ordering: .relaxed)
             }
         }
         store.observeTransactions { [metrics] duration, writes in
@@ -223,17 +233,6 @@ package final class LibraryAPI: HTTPResponder {
         let method = exchange.request.method
         if method == "OPTIONS" {
             return exchange.finish(cors.options(allow: route.allow, for: exchange.request))
-        }
-        switch route {
-        case .libraryEvents, .bookEvents, .librariesEvents, .booksEvents, .events, .eventStream:
-            // Streams check no per-library right yet (issue "Per-user access", under way): a
-            // principal who may read only some libraries is refused a stream rather than shown all.
-            guard exchange.principal.rights.read == .all else {
-                throw APIError(
-                    .forbidden, "forbidden",
-                    "Event streams are open only to credentials that read every library, for now.")
-            }
-        default: break
         }
         switch (route, method) {
         case (.libraries, "POST"): try createLibrary(exchange)

@@ -184,16 +184,23 @@ package final class MemoryLibraryStore: LibraryDatabase {
     }
 
     /// The whole collection as one read saw it, handed out a page at a time.
-    package func snapshot(of collection: LiveTarget, pageSize: Int) -> any CollectionSnapshot {
+    package func snapshot(of collection: LiveTarget, pageSize: Int, among: Set<String>?) -> any CollectionSnapshot {
         MemorySnapshot(pageSize: pageSize) { [self] in
             lock.withLock { _ in
                 switch collection {
                 case .libraries:
-                    (data.latestSeq, .libraries(data.libraryOrder.compactMap { data.libraries[$0.id] }))
+                    (
+                        data.latestSeq,
+                        .libraries(
+                            data.libraryOrder.compactMap { data.libraries[$0.id] }
+                                .filter { among?.contains($0.id) ?? true })
+                    )
                 case .books(let filter):
                     (
                         data.latestSeq,
-                        .books(data.bookOrder.compactMap { data.books[$0.id] }.filter { filter.matches($0.keys) })
+                        .books(
+                            data.bookOrder.compactMap { data.books[$0.id] }
+                                .filter { filter.matches($0.keys) && among?.contains($0.library) ?? true })
                     )
                 case .book, .library:
                     preconditionFailure("a single resource is loaded (load(_:completion:)), not paged")

@@ -39,10 +39,13 @@ final class PagedSnapshot: CollectionSnapshot {
 
     private let store: any SnapshotSource
     private let target: LiveTarget
+    /// The libraries whose items it holds (nil: every one).
+    private let among: Set<String>?
     private let pageSize: Int
     private let state = Mutex(State())
 
-    init(store: any SnapshotSource, target: LiveTarget, pageSize: Int) {
+    init(store: any SnapshotSource, target: LiveTarget, pageSize: Int, among: Set<String>? = nil) {
+        self.among = among
         self.store = store
         self.target = target
         self.pageSize = pageSize
@@ -116,11 +119,11 @@ final class PagedSnapshot: CollectionSnapshot {
     /// The first page, from a pooled reader: the whole snapshot when it fits; otherwise the
     /// snapshot starts over on a connection of its own.
     private func first(completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void) {
-        let (target, pageSize) = (target, pageSize)
+        let (target, among, pageSize) = (target, among, pageSize)
         store.readInTransaction(
             { reader in
                 let seq = try reader.latestSeq()
-                let (items, next) = try Self.read(target, reader, after: 0, limit: pageSize)
+                let (items, next) = try Self.read(target, among, reader, after: 0, limit: pageSize)
                 return (CollectionPage(seq: seq, items: items, isLast: next == nil))
             },
             completion: { result in
@@ -164,7 +167,7 @@ final class PagedSnapshot: CollectionSnapshot {
                 current.began = true
                 current.seq = try reader.latestSeq()
             }
-            let (items, next) = try Self.read(target, reader, after: current.after, limit: pageSize)
+            let (items, next) = try Self.read(target, among, reader, after: current.after, limit: pageSize)
             current.after = next ?? current.after
             if next == nil {
                 current.finished = true
@@ -190,15 +193,17 @@ final class PagedSnapshot: CollectionSnapshot {
         }
     }
 
-    private static func read(_ target: LiveTarget, _ reader: SQLReader, after: Int, limit: Int) throws
+    private static func read(
+        _ target: LiveTarget, _ among: Set<String>?, _ reader: SQLReader, after: Int, limit: Int
+    ) throws
         -> (CollectionPage.Items, next: Int?)
     {
         switch target {
         case .books(let filter):
-            let page = try reader.books(filter, after: after, limit: limit)
+            let page = try reader.books(filter, after: after, limit: limit, among: among)
             return (.books(page.items), page.next)
         case .libraries:
-            let page = try reader.libraries(after: after, limit: limit)
+            let page = try reader.libraries(after: after, limit: limit, among: among)
             return (.libraries(page.items), page.next)
         case .book, .library:
             preconditionFailure("only a collection is read by pages")
@@ -207,14 +212,14 @@ final class PagedSnapshot: CollectionSnapshot {
 
     /// `:memory:`: the snapshot read whole in one transaction, handed out a page at a time.
     private func readWhole(completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void) {
-        let (target, pageSize) = (target, pageSize)
+        let (target, among, pageSize) = (target, among, pageSize)
         store.readInTransaction(
             { reader in
                 let seq = try reader.latestSeq()
                 var pages: [CollectionPage] = []
                 var after = 0
                 while true {
-                    let (items, next) = try Self.read(target, reader, after: after, limit: pageSize)
+                    let (items, next) = try Self.read(target, among, reader, after: after, limit: pageSize)
                     pages.append(CollectionPage(seq: seq, items: items, isLast: next == nil))
                     guard let next else { return pages }
                     after = next

@@ -103,7 +103,7 @@ extension SnapshotSource {
         readInTransaction({ try $0.hasLoggedDeletion(of: target, through: seq) }, completion: completion)
     }
 
-    package func snapshot(of collection: LiveTarget, pageSize: Int) -> any CollectionSnapshot {
-        PagedSnapshot(store: self, target: collection, pageSize: pageSize)
+    package func snapshot(of collection: LiveTarget, pageSize: Int, among: Set<String>?) -> any CollectionSnapshot {
+        PagedSnapshot(store: self, target: collection, pageSize: pageSize, among: among)
     }
 }

@@ -27,6 +27,12 @@ final class Audience {
         if request.members { members += 1 }
     }
 
+    /// The subscriber `id`, if it is here.
+    func subscriber(_ id: Int) -> Subscriber? {
+        for group in groups.values { if let subscriber = group[id] { return subscriber } }
+        return nil
+    }
+
     /// Removes the subscriber `id`, if it is here, and returns it.
     func remove(_ id: Int) -> Subscriber? {
         guard let shape = groups.first(where: { $0.value[id] != nil })?.key,
@@ -50,8 +56,16 @@ final class Audience {
     /// Hands each group its event for `delta` (built once per group), skipping groups that asked
     /// for nothing it changed. Returns how many subscribers got one.
     func deliver(_ delta: ResourceDelta, seq: Int, firstSeq: Int? = nil) -> Int {
+        deliver(seq: seq, firstSeq: firstSeq) { _ in delta }
+    }
+
+    /// As `deliver(_:seq:firstSeq:)`, with the delta each group's readable libraries make
+    /// (`delta(shape.readable)`, nil when the change does not concern them): a collection's
+    /// groups differ in what they may see.
+    func deliver(seq: Int, firstSeq: Int? = nil, delta: (Set<String>?) -> ResourceDelta?) -> Int {
         var delivered = 0
         for (shape, subscribers) in groups {
+            guard let delta = delta(shape.readable) else { continue }
             var event = delta.event(seq: seq, for: shape)
             if let firstSeq, firstSeq < seq { event.foldedFrom = firstSeq }
             guard !event.isEmptyChange else { continue }

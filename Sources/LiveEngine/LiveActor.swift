@@ -6,7 +6,7 @@ import LibraryDomain
 /// A queue (rather than the default actor executor) lets the store's writer thread hand over each
 /// committed change with `LiveActor.enqueue`, in commit order, without creating a task per change.
 package final class LiveExecutor: SerialExecutor {
-    let queue = DispatchQueue(label: "library.live")
+    package let queue = DispatchQueue(label: "library.live")
     private let key = DispatchSpecificKey<Bool>()
 
     init() {

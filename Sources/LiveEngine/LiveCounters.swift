@@ -22,6 +22,8 @@ package final class LiveCounters: Sendable {
     /// the model's next change). Tests read it to check that a library's members are not armed
     /// until they change.
     package let trackersArmed = Atomic<Int>(0)
+    /// Event streams ended because their credential expired.
+    package let expiredStreams = Atomic<Int>(0)
     /// Refreshed kept snapshots encoded ahead of the subscribers joining (`KeptSnapshots`).
     package let snapshotsEncodedAhead = Atomic<Int>(0)
 

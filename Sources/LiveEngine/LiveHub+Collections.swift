@@ -34,7 +34,8 @@ extension LiveHub {
     /// page) are dropped, the others folded and sent after the last page.
     func sendSnapshot(to subscriber: Subscriber) {
         guard !subscriber.removed, !subscriber.finished else { return }
-        let cursor = store.snapshot(of: subscriber.request.target, pageSize: Self.snapshotPage)
+        let request = subscriber.request
+        let cursor = store.snapshot(of: request.target, pageSize: Self.snapshotPage, among: request.readable)
         // Weakly: the cursor keeps this handler, and the subscriber keeps the cursor.
         cursor.whenPreempted { [weak subscriber, weak cursor] in
             // Its client left a page untaken while other snapshots waited: the stream ends, and
@@ -115,9 +116,17 @@ extension LiveHub {
             }
         }
         for target in targets {
-            guard let audience = audiences[target], let delta = ResourceDelta(change, for: target) else { continue }
-            counters.applyWork.add(
-                1 + audience.deliver(delta, seq: change.seq, firstSeq: change.firstSeq), ordering: .relaxed)
+            guard let audience = audiences[target] else { continue }
+            // One delta for each set of readable libraries among the audience's groups (most
+            // often one: every library).
+            var deltas: [Set<String>?: ResourceDelta?] = [:]
+            let delivered = audience.deliver(seq: change.seq, firstSeq: change.firstSeq) { readable in
+                if let made = deltas[readable] { return made }
+                let made = ResourceDelta(change, for: target, readable: readable)
+                deltas[readable] = made
+                return made
+            }
+            counters.applyWork.add(1 + delivered, ordering: .relaxed)
         }
     }
 }

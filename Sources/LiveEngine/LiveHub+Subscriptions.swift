@@ -16,7 +16,8 @@ extension LiveHub {
         /// No such library or book, and the kept log shows no deletion of it at or before the id
         /// the subscriber resumes from: it never existed, or went before the kept history. (With
         /// a logged deletion at or before the id the outcome is `.notFound`: the subscriber got
-        /// that `delete`.)
+        /// that `delete`.) Also the answer for a library or book the subscriber may not read,
+        /// whatever the log holds: it learns nothing of it.
         case absentWithoutTrace
         /// The database could not be read.
         case failed(StoreError)
@@ -66,6 +67,10 @@ extension LiveHub {
     ) {
         let waiter = Waiter(request: request, open: open, outcome: outcome)
         let target = request.target
+        if case .library(let id) = target, !request.reads(id) {
+            // As if it did not exist, decided by the rights alone: nothing is read for it.
+            return outcome(.absentWithoutTrace)
+        }
         if target.isCollection {
             subscribe(toCollection: waiter)
         } else if let model = model(for: target) {
@@ -141,6 +146,8 @@ extension LiveHub {
             return
         }
         for waiter in load.waiters { attach(waiter, to: model) }
+        // A book whose waiters may none of them read it is not kept.
+        if case .book(let id) = target, audiences[target] == nil { books[id] = nil }
     }
 
     /// The model of a loaded book, brought up to the live side's state (nil if deleted since).
@@ -210,6 +217,10 @@ extension LiveHub {
 
     private func attach(_ waiter: Waiter, to model: Model) {
         let request = waiter.request
+        if case .book(let book) = model, !request.reads(book.library) {
+            // In a library its subscriber may not read: as if it did not exist.
+            return waiter.outcome(.absentWithoutTrace)
+        }
         let subscriber = Subscriber(id: nextSubscriberID, request: request, sink: waiter.open(nextSubscriberID))
         nextSubscriberID += 1
         counters.subscribers.add(1, ordering: .relaxed)
@@ -343,6 +354,28 @@ extension LiveHub {
         }
         return LiveEvent.librarySnapshot(
             id: library.id, seq: seq, shape: shape, fields: { library[$0] }, members: table)
+    }
+
+    /// The subscriber `id` of `target` may from now on read only the libraries `readable` (its
+    /// stream's credential was replaced by one with narrower rights). Returns whether it may still
+    /// read its target as it does: a library or a book (in the library it is in now) it can still
+    /// read goes on, the book's later moves judged by the new rights; a collection goes on only
+    /// if the new rights take away none of the libraries it was opened with (its items were
+    /// chosen by those). False when no such subscriber is here.
+    package func narrow(_ id: Int, of target: LiveTarget, to readable: Set<String>?) -> Bool {
+        guard let subscriber = audiences[target]?.subscriber(id) else { return false }
+        switch target {
+        case .library(let library):
+            return readable?.contains(library) ?? true
+        case .book(let book):
+            guard let library = books[book]?.library, readable?.contains(library) ?? true else { return false }
+            subscriber.request.readable = readable
+            return true
+        case .libraries, .books:
+            guard let readable else { return true }
+            guard let opened = subscriber.request.readable else { return false }
+            return opened.isSubset(of: readable)
+        }
     }
 
     /// Forgets a subscriber whose stream ended, and the models nobody watches any more.

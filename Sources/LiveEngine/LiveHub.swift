@@ -176,6 +176,7 @@ package final class LiveHub {
         _ record: BookRecord, fields: Set<BookField>, previousLibraryID previous: String?, deleted: Bool, seq: Int
     ) {
         let id = record.id
+        if let previous, previous != record.library, !deleted { evictReaders(ofMoved: id, to: record.library, seq: seq) }
         // Its model: the one its own subscribers watch, or its watched library's (found before it
         // leaves that library).
         let existing = books[id] ?? libraries[previous ?? record.library]?.members[id]
@@ -208,6 +209,20 @@ package final class LiveHub {
             library.joined.append(book)
             touch(library)
             track(book)
+        }
+    }
+
+    /// A book moved to `library`: its subscribers who may not read that library get a `delete`
+    /// (for them it no longer exists) and their streams end. Decided from the rights each
+    /// subscriber holds, with no read.
+    private func evictReaders(ofMoved id: String, to library: String, seq: Int) {
+        guard let audience = audiences[.book(id)] else { return }
+        let evicted = audience.subscribers.filter { !$0.request.reads(library) }
+        guard !evicted.isEmpty else { return }
+        let event = LiveEvent(kind: .delete, seq: seq, id: id)
+        for subscriber in evicted {
+            subscriber.deliver(event)
+            unsubscribe(subscriber.id, from: .book(id))
         }
     }
 

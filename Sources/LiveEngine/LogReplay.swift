@@ -21,6 +21,19 @@ final class LogReplay {
     private struct Shape: Hashable {
         let target: LiveTarget
         let fields: SubscriptionRequest.Shape
+        /// A book's too: one moved out of them is deleted for its subscriber.
+        let readable: Set<String>?
+    }
+
+    /// Subscribers of one collection who may see the same items: its history is folded once for them.
+    private struct Audience: Hashable {
+        let target: LiveTarget
+        let readable: Set<String>?
+
+        init(_ request: SubscriptionRequest) {
+            target = request.target
+            readable = request.readable
+        }
     }
 
     /// What a subscriber is handed once the read is back: the read's result, and its events
@@ -65,12 +78,14 @@ final class LogReplay {
         }
         // A collection's history is folded once for every field set asked of it, then cut for
         // each: the fold costs work per logged change once per target, not per field set.
-        var widest: [LiveTarget: SubscriptionRequest] = [:]
+        // (Per set of readable libraries too: those decide which items a collection has.)
+        var widest: [Audience: SubscriptionRequest] = [:]
         for waiter in waiters where waiter.subscriber.request.target.isCollection {
             let request = waiter.subscriber.request
-            widest[request.target] = widest[request.target].map { $0.widened(by: request) } ?? request
+            let audience = Audience(request)
+            widest[audience] = widest[audience].map { $0.widened(by: request) } ?? request
         }
-        var folded: [LiveTarget: [LiveEvent]] = [:]
+        var folded: [Audience: [LiveEvent]] = [:]
         var shared: [Shape: [LiveEvent]] = [:]
         for waiter in waiters {
             let request = waiter.subscriber.request
@@ -78,15 +93,16 @@ final class LogReplay {
                 waiter.deliver(result, [])
                 continue
             }
-            let shape = Shape(target: request.target, fields: request.shape)
+            let shape = Shape(target: request.target, fields: request.shape, readable: request.readable)
             if let events = shared[shape] {
                 waiter.deliver(result, events)
                 continue
             }
             let events: [LiveEvent]
-            if let wide = widest[request.target] {
-                let all = folded[request.target] ?? Self.events(replaying: changes, for: wide)
-                folded[request.target] = all
+            let audience = Audience(request)
+            if let wide = widest[audience] {
+                let all = folded[audience] ?? Self.events(replaying: changes, for: wide)
+                folded[audience] = all
                 events = all.map { $0.cut(to: request.shape) }.filter { !$0.isEmptyChange }
             } else {
                 events = Self.events(replaying: changes, for: request)
@@ -103,7 +119,7 @@ final class LogReplay {
         var folded: FoldedChange?
         var events: [LiveEvent] = []
         for change in changes {
-            guard let delta = ResourceDelta(change, for: request.target) else { continue }
+            guard let delta = ResourceDelta(change, for: request.target, readable: request.readable) else { continue }
             let event = delta.event(seq: change.seq, for: request.shape)
             guard !event.isEmptyChange else { continue }
             if !request.target.isCollection {

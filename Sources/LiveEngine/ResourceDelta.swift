@@ -41,13 +41,18 @@ struct ResourceDelta {
         return event
     }
 
-    /// The delta a logged change makes for `target`, or nil when it does not concern it.
-    init?(_ change: CommittedChange, for target: LiveTarget) {
+    /// The delta a logged change makes for `target`, or nil when it does not concern it, as a
+    /// subscriber who may read only the libraries `readable` (nil: every one) sees it: a book moved
+    /// out of them is deleted for it, and in a collection the items outside them are not there
+    /// (one moved in is `added`, one moved out `removed`). A library's own stream is checked when
+    /// it opens: a library never moves.
+    init?(_ change: CommittedChange, for target: LiveTarget, readable: Set<String>? = nil) {
+        func reads(_ library: String) -> Bool { readable?.contains(library) ?? true }
         switch target {
         case .book(let id):
             for case .book(let book, let fields, _, let deleted) in change.items where book.id == id {
                 self.init(id: id)
-                self.deleted = deleted
+                self.deleted = deleted || !reads(book.library)
                 bookFields = Self.values(fields) { book[$0] }
                 return
             }
@@ -80,7 +85,7 @@ struct ResourceDelta {
         case .libraries:
             self.init(id: "")
             isCollection = true
-            for case .library(let library, let fields, let deleted) in change.items {
+            for case .library(let library, let fields, let deleted) in change.items where reads(library.id) {
                 if deleted && fields.contains(.id) {
                     continue  // created and deleted within one (folded) change: never seen
                 } else if deleted {
@@ -99,8 +104,9 @@ struct ResourceDelta {
             for case .book(let book, let fields, let before, let deleted) in change.items {
                 // Entering or leaving the filter is decided from the change: the filtered values
                 // before it and after it.
-                let was = before.map(filter.matches) ?? false
-                let isIn = !deleted && filter.matches(book.keys)
+                // The libraries the subscriber may read narrow the filter alike.
+                let was = before.map { filter.matches($0) && reads($0.library) } ?? false
+                let isIn = !deleted && filter.matches(book.keys) && reads(book.library)
                 switch (was, isIn) {
                 case (false, true):
                     added.append(.init(id: book.id, fields: Self.values(BookField.all) { book[$0] }))

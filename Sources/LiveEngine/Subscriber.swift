@@ -18,7 +18,9 @@ package final class Subscriber {
     }
 
     package let id: Int
-    let request: SubscriptionRequest
+    /// What it asked for. Only a book subscriber's `readable` changes once it has joined
+    /// (`LiveHub.narrow`): the rest decides its group in its audience.
+    var request: SubscriptionRequest
     let sink: any LiveEventSink
     var held: Held?
     /// The id of the snapshot this subscriber was sent: changes up to it are in it already.

@@ -10,6 +10,9 @@ package struct SubscriptionRequest: Sendable {
         var libraryFields: Set<LibraryField>
         var bookFields: Set<BookField>
         var members: Bool
+        /// For a collection: the libraries whose items it may see (nil: every one). A resource's
+        /// subscribers are checked when they join instead, so their events stay shared.
+        var readable: Set<String>? = nil
     }
 
     package var target: Target
@@ -21,22 +24,35 @@ package struct SubscriptionRequest: Sendable {
     package var members: Bool
     /// `Last-Event-ID`: replay what came after it instead of sending a snapshot.
     package var resumeAfter: Int?
+    /// The libraries the subscriber may read (nil: every one). A library or book outside them is
+    /// answered as one that does not exist; a collection carries only their items; a book moved
+    /// out of them leaves its stream with a `delete`, and one moved into them joins a collection.
+    package var readable: Set<String>?
 
     package init(
         target: Target,
         libraryFields: Set<LibraryField> = [],
         bookFields: Set<BookField> = [],
         members: Bool = false,
-        resumeAfter: Int? = nil
+        resumeAfter: Int? = nil,
+        readable: Set<String>? = nil
     ) {
         self.target = target
         self.libraryFields = libraryFields
         self.bookFields = bookFields
         self.members = members
         self.resumeAfter = resumeAfter
+        self.readable = readable
     }
 
-    var shape: Shape { Shape(libraryFields: libraryFields, bookFields: bookFields, members: members) }
+    var shape: Shape {
+        Shape(
+            libraryFields: libraryFields, bookFields: bookFields, members: members,
+            readable: target.isCollection ? readable : nil)
+    }
+
+    /// Whether the library `id` (and its books) may be seen.
+    func reads(_ id: String) -> Bool { readable?.contains(id) ?? true }
 
     /// This request asking for `other`'s fields too (same target).
     func widened(by other: SubscriptionRequest) -> SubscriptionRequest {

@@ -15,7 +15,7 @@ import Testing
         pageSize: Int,
         between: () throws -> Void = {}
     ) throws -> [CollectionPage] {
-        let snapshot = store.snapshot(of: target, pageSize: pageSize)
+        let snapshot = store.snapshot(of: target, pageSize: pageSize, among: nil)
         defer { snapshot.close() }
         var pages: [CollectionPage] = []
         while pages.last?.isLast != true {

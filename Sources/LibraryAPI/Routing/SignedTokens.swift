@@ -1,3 +1,4 @@
+import APICore
 import AccessTokens
 import Glibc
 import LibraryDomain
@@ -19,7 +20,8 @@ package final class SignedTokens: Sendable {
     private let keys: Mutex<Keys>
     /// The claim that holds the rights (`--jwt-claim`).
     package let claim: String
-    private let clock: @Sendable () -> Int
+    /// The current second since 1970, by which tokens are judged (and streams end: `EventStreams`).
+    package let clock: @Sendable () -> Int
     private let refusals = Mutex<[TokenRefusal.Reason: Int]>([:])
 
     /// `clock`: the current second since 1970 (tests move it).
@@ -54,7 +56,8 @@ package final class SignedTokens: Sendable {
             return try cache.value(for: token, now: now) { () throws(TokenRefusal) in
                 let verified = try verifier.verify(token.utf8, now: now)
                 let rights = try AccessRights(claim: verified.claim(claim))
-                let principal = Principal(subject: verified.subject, rights: rights, expires: verified.expires)
+                let principal = Principal(
+                    subject: verified.subject, rights: rights, expires: verified.expires + verifier.leeway)
                 return (principal, verified.expires + verifier.leeway)
             }
         } catch {

@@ -107,8 +107,8 @@ package protocol LiveStore: AnyObject, Sendable {
     )
 
     /// Opens a paged snapshot of a collection (`.libraries` or `.books(filter)`), `pageSize` items
-    /// a page.
-    func snapshot(of collection: LiveTarget, pageSize: Int) -> any CollectionSnapshot
+    /// a page: of the libraries `among` (and their books) only, when given.
+    func snapshot(of collection: LiveTarget, pageSize: Int, among: Set<String>?) -> any CollectionSnapshot
 }
 
 extension LiveStore {
