@@ -25,7 +25,8 @@ enum EventEncoding {
     /// The last event of a stream whose credential has expired. It has no id, so a client that
     /// reconnects with a new token resumes from the last event it had, losing nothing.
     static let expired = Array(
-        "event: expired\ndata: {\"detail\":\"The stream's credential has expired; reconnect with a new one.\"}\n\n".utf8)
+        "event: expired\ndata: {\"detail\":\"The stream's credential has expired; reconnect with a new one.\"}\n\n".utf8
+    )
 
     /// The data of a watch's `revoked` entry: the stream's new credential may no longer read it.
     static let revoked = Array(

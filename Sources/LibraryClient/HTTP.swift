@@ -18,17 +18,34 @@ extension LibraryClient {
     static let maximumAnswer = 8 << 20
 
     /// One request, its answer read whole. Reads (and `read` requests, such as a change of the
-    /// stream's watches) carry the read token (or the write token), writes the write token. A request that gets no answer is a `.transport` error.
+    /// stream's watches) carry the read token (or the write token), writes the write token; with
+    /// a token provider, its token, and a `401` asks the provider once more and sends again. A
+    /// request that gets no answer is a `.transport` error.
     nonisolated func send(
         _ method: HTTPMethod, _ path: String, json body: JSON? = nil, contentType: String = "application/json",
         headers extra: [(String, String)] = [], read: Bool = false
     ) async throws(LibraryClientError) -> Answer {
+        let write = !read && method != .GET && method != .HEAD
+        guard let tokens else {
+            return try await attempt(
+                method, path, json: body, contentType: contentType, headers: extra,
+                token: write ? apiToken : (readToken ?? apiToken))
+        }
+        let token = try await tokens.token()
+        let answer = try await attempt(method, path, json: body, contentType: contentType, headers: extra, token: token)
+        guard answer.status == 401 else { return answer }
+        await tokens.refused(token)
+        return try await attempt(
+            method, path, json: body, contentType: contentType, headers: extra, token: try await tokens.token())
+    }
+
+    private nonisolated func attempt(
+        _ method: HTTPMethod, _ path: String, json body: JSON?, contentType: String, headers extra: [(String, String)],
+        token: String?
+    ) async throws(LibraryClientError) -> Answer {
         var request = HTTPClientRequest(url: base + path)
         request.method = method
-        let write = !read && method != .GET && method != .HEAD
-        if let token = write ? apiToken : (readToken ?? apiToken) {
-            request.headers.add(name: "Authorization", value: "Bearer " + token)
-        }
+        if let token { request.headers.add(name: "Authorization", value: "Bearer " + token) }
         request.headers.add(name: "Accept", value: "application/json")
         for (name, value) in extra { request.headers.add(name: name, value: value) }
         if let body {

@@ -36,6 +36,8 @@ public final class LibraryClient {
     @ObservationIgnored let base: String
     @ObservationIgnored let apiToken: String?
     @ObservationIgnored let readToken: String?
+    /// The app's token provider, when it gave one (signed tokens, `--jwt-keys`).
+    @ObservationIgnored nonisolated let tokens: TokenSource?
     @ObservationIgnored let http: HTTPClient
     @ObservationIgnored var books: [UUID: WeakBox<Book>] = [:]
     @ObservationIgnored var libraries: [UUID: WeakBox<Library>] = [:]
@@ -55,6 +57,11 @@ public final class LibraryClient {
     @ObservationIgnored public var silenceTimeout: Duration = .seconds(45)
     /// The longest wait between reconnection attempts.
     @ObservationIgnored public var maximumBackoff: Duration = .seconds(30)
+    /// With a token provider: how long before the stream's token expires the client asks the
+    /// provider for a new one and hands it to the open stream (`POST /events/{streamId}`), which
+    /// then lives on; at most a third of the token's lifetime. Zero: never ahead; the stream ends
+    /// with `expired` and the client reconnects with a new token, resuming after its last frame.
+    @ObservationIgnored public var tokenRefreshLead: Duration = .seconds(60)
     /// For comparison only: watch every field of a resource any of whose fields is read (a
     /// whole-resource subscription, as clients without field demand make). Off by default.
     @ObservationIgnored public var watchesEveryField = false
@@ -64,16 +71,36 @@ public final class LibraryClient {
     ///   - apiToken: the write token (`--api-token`); it grants reads too.
     ///   - readToken: the read token (`--read-token`), for reads and the stream.
     public convenience init(baseURL: URL, apiToken: String? = nil, readToken: String? = nil) {
-        self.init(baseURL: baseURL, apiToken: apiToken, readToken: readToken, httpClient: .shared)
+        self.init(baseURL: baseURL, apiToken: apiToken, readToken: readToken, tokens: nil, httpClient: .shared)
     }
 
     /// The same, on an `HTTPClient` of the app's (which the app shuts down after `close()`).
-    public init(baseURL: URL, apiToken: String? = nil, readToken: String? = nil, httpClient: HTTPClient) {
+    public convenience init(baseURL: URL, apiToken: String? = nil, readToken: String? = nil, httpClient: HTTPClient) {
+        self.init(baseURL: baseURL, apiToken: apiToken, readToken: readToken, tokens: nil, httpClient: httpClient)
+    }
+
+    /// A client of a server that takes signed tokens (`--jwt-keys`): `tokenProvider` returns
+    /// the user's current token (a JWT from the app's identity provider). It is asked for the
+    /// first request, again before the held token expires (`tokenRefreshLead`: the open stream
+    /// is handed the new one and lives on), and once more when the server answers `401`. A
+    /// stream that expires anyway reconnects with a new token and resumes after its last frame,
+    /// losing no change.
+    public convenience init(
+        baseURL: URL, tokenProvider: @escaping @Sendable () async throws -> String, httpClient: HTTPClient = .shared
+    ) {
+        self.init(
+            baseURL: baseURL, apiToken: nil, readToken: nil, tokens: TokenSource(tokenProvider), httpClient: httpClient)
+    }
+
+    private init(
+        baseURL: URL, apiToken: String?, readToken: String?, tokens: TokenSource?, httpClient: HTTPClient
+    ) {
         var text = baseURL.absoluteString
         while text.hasSuffix("/") { text.removeLast() }
         base = text
         self.apiToken = apiToken
         self.readToken = readToken
+        self.tokens = tokens
         http = httpClient
         let (stream, continuation) = AsyncStream<Void>.makeStream()
         releases = continuation

@@ -11,8 +11,12 @@ public enum LibraryClientError: Error, Sendable, Equatable {
     case conflict(current: ResourceState, detail: String)
     /// 422: the body's fields, each with what is wrong with it.
     case validation([FieldProblem])
-    /// 401: the call needs a token (`apiToken` for writes, `readToken` for reads when the server has one).
+    /// 401: the call needs a token (`apiToken` for writes, `readToken` for reads when the server has
+    /// one), or the token did not verify (after the token provider was asked again, if there is one).
     case unauthorized(detail: String)
+    /// 403: the token's rights do not allow this change (it may read the library, not write it),
+    /// or the stream's side channel was called by another principal.
+    case forbidden(detail: String)
     /// 503: the server or its database cannot answer now; try again after `retryAfter`.
     case unavailable(retryAfter: Duration?, detail: String)
     /// Any other refusal (400, 413, 415, …), with its status and detail.
@@ -34,6 +38,7 @@ public enum LibraryClientError: Error, Sendable, Equatable {
         switch status {
         case 404: self = .notFound(detail: detail)
         case 401: self = .unauthorized(detail: detail)
+        case 403: self = .forbidden(detail: detail)
         case 422:
             let problems = (problem?[ProblemMember.errors.rawValue]?.array ?? []).map {
                 FieldProblem(

@@ -51,6 +51,14 @@ struct LiveState {
     var bytesReceived = 0
     /// Frames applied.
     var framesApplied = 0
+    /// With a token provider: the token the open stream was opened or last extended with.
+    var streamToken: String?
+    /// A `401` on opening was answered by asking the provider again: a second one backs off.
+    var authRetried = false
+    /// The task that hands the open stream a new token before its own expires.
+    var refreshTask: Task<Void, Never>?
+    /// Tokens handed to open streams ahead of their expiry, for tests.
+    var tokensRefreshed = 0
 }
 
 /// What the reader hands the main actor.
@@ -58,6 +66,8 @@ enum StreamItem: Sendable {
     case frame(seq: Int?, entries: [(watch: String, event: String, data: JSON)])
     case retry(Int)
     case activity(bytes: Int)
+    /// The stream's token expired: the server ends the stream.
+    case expired
 }
 
 extension LibraryClient {
@@ -161,7 +171,9 @@ extension LibraryClient {
         }
         var request = HTTPClientRequest(url: base + "/events")
         request.method = .POST
-        if let token = readToken ?? apiToken { request.headers.add(name: "Authorization", value: "Bearer " + token) }
+        if tokens == nil, let token = readToken ?? apiToken {
+            request.headers.add(name: "Authorization", value: "Bearer " + token)
+        }
         request.headers.add(name: "Accept", value: "text/event-stream")
         request.headers.add(name: "Content-Type", value: "application/json")
         request.body = .bytes(ByteBuffer(bytes: JSON.object(body).encoded))
@@ -176,6 +188,19 @@ extension LibraryClient {
     private static func run(
         _ client: WeakBox<LibraryClient>, _ generation: Int, _ request: HTTPClientRequest, _ http: HTTPClient
     ) async {
+        var request = request
+        var token: String?
+        if let tokens = client.value?.tokens {
+            do {
+                token = try await tokens.token()
+            } catch {
+                client.value?.failed(generation, error.detail)
+                return
+            }
+            request.headers.add(name: "Authorization", value: "Bearer " + token!)
+            guard let client = client.value, generation == client.live.generation else { return }
+            client.live.streamToken = token
+        }
         let response: HTTPClientResponse
         do {
             response = try await http.execute(request, timeout: .seconds(30))
@@ -187,6 +212,7 @@ extension LibraryClient {
             let bytes = (try? await response.body.collect(upTo: 1 << 20)).map { Array($0.readableBytesView) } ?? []
             let answer = Answer(
                 status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: bytes)
+            if answer.status == 401, let token, let tokens = client.value?.tokens { await tokens.refused(token) }
             client.value?.refused(generation, answer)
             return
         }
@@ -204,6 +230,10 @@ extension LibraryClient {
         guard generation == live.generation else { return nil }
         live.lastActivity = .now
         live.streamID = response.headers.first(name: "Stream-Id")
+        live.authRetried = false
+        if let token = live.streamToken, let expires = TokenSource.expiry(of: token) {
+            refreshToken(of: generation, before: expires)
+        }
         if live.reconcileAgain {
             live.reconcileAgain = false
             demandChanged()
@@ -239,6 +269,8 @@ extension LibraryClient {
                 sink.yield(.activity(bytes: buffer.readableBytes))
                 for item in parser.feed(buffer.readableBytesView) {
                     switch item {
+                    case .event(let event) where event.type == "expired":
+                        sink.yield(.expired)
                     case .event(let event):
                         guard let entries = try? JSON.decode(Array(event.data.utf8)).array else { continue }
                         sink.yield(
@@ -264,6 +296,18 @@ extension LibraryClient {
         switch item {
         case .activity(let bytes): live.bytesReceived += bytes
         case .retry(let milliseconds): live.retry = .milliseconds(max(100, milliseconds))
+        case .expired:
+            // Not a failure: a new stream, with a new token, resumes after the last frame at once.
+            let token = live.streamToken
+            live.generation += 1
+            live.streamTask?.cancel()
+            live.streamTask = nil
+            live.watches = [:]
+            live.streamID = nil
+            Task {
+                if let token { await tokens?.refused(token) }
+                reconcile()
+            }
         case .frame(let seq, let entries):
             for entry in entries {
                 apply(entry.watch, entry.event, entry.data)
@@ -281,6 +325,7 @@ extension LibraryClient {
 
     private func apply(_ watch: String, _ event: String, _ data: JSON) {
         guard let target = live.watches[watch] else { return }
+        if event == "revoked" { return revoke(watch, target) }
         let deleted = event == "delete"
         if deleted { live.ended.insert(watch) }
         switch target {
@@ -299,6 +344,50 @@ extension LibraryClient {
         case .books(let key):
             guard let collection = collections[key]?.value else { return }
             applyMembership(event == "snapshot" ? data["items"] : data, to: collection.membership)
+        }
+    }
+
+    /// The stream's new token no longer reads `watch`, which the server ended: a book or library
+    /// is gone for this user, as if deleted; a collection is asked for again, to be sent as the
+    /// new rights show it.
+    private func revoke(_ watch: String, _ target: WatchTarget) {
+        switch target {
+        case .book(let id):
+            live.ended.insert(watch)
+            books[id]?.value?.storage.markDeleted()
+        case .library(let id):
+            live.ended.insert(watch)
+            libraries[id]?.value?.storage.markDeleted()
+            libraries[id]?.value?.membership.replace(with: [])
+        case .books:
+            live.watches[watch] = nil
+            live.established.remove(watch)
+            live.awaitingSnapshot.remove(watch)
+            demandChanged()
+        }
+    }
+
+    /// Hands the open stream a new token from the provider `tokenRefreshLead` before `expires`
+    /// (at most a third of the token's life before), so that the stream does not end; then the
+    /// same for the new token. If the stream is gone or refuses it, nothing: the stream ends at
+    /// its expiry and the next one starts with a new token.
+    private func refreshToken(of generation: Int, before expires: Date) {
+        live.refreshTask?.cancel()
+        live.refreshTask = nil
+        let life = expires.timeIntervalSinceNow
+        let lead = min(tokenRefreshLead.timeInterval, life / 3)
+        guard tokenRefreshLead > .zero, life > 0, let tokens else { return }
+        live.refreshTask = Task { [weak self] in
+            try? await Task.sleep(for: .seconds(life - lead))
+            guard !Task.isCancelled, let self, generation == self.live.generation,
+                let streamID = self.live.streamID
+            else { return }
+            guard let fresh = try? await tokens.fresh(), let next = TokenSource.expiry(of: fresh) else { return }
+            let answer = try? await self.send(.POST, "/events/" + streamID, json: .object([:]), read: true)
+            guard generation == self.live.generation, answer?.status == 204 else { return }
+            self.live.streamToken = fresh
+            self.live.tokensRefreshed += 1
+            self.refreshToken(of: generation, before: next)
         }
     }
 
@@ -357,6 +446,14 @@ extension LibraryClient {
     /// The server refused the stream: a watch of a resource that is gone (404) marks its model
     /// deleted and the stream opens again without it at once; anything else backs off.
     func refused(_ generation: Int, _ answer: Answer) {
+        if answer.status == 401, tokens != nil, !live.authRetried, generation == live.generation {
+            // The token was refused (revoked, keys rotated): once, at once, with a new one.
+            live.authRetried = true
+            live.streamTask = nil
+            live.watches = [:]
+            live.streamID = nil
+            return reconcile()
+        }
         if answer.status == 404, let watch = Self.watchNamed(in: answer.error.detail),
             let target = live.watches[watch]
         {
@@ -438,6 +535,9 @@ extension LibraryClient {
 
     /// Frames of its streams this client has applied.
     public var framesApplied: Int { live.framesApplied }
+
+    /// How many times this client handed its open stream a new token before the old one expired.
+    public var tokensRefreshed: Int { live.tokensRefreshed }
 }
 
 extension Duration {

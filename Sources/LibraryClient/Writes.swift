@@ -159,7 +159,7 @@ extension LibraryClientError {
     /// The server's words for the error.
     public var detail: String {
         switch self {
-        case .notFound(let detail), .unauthorized(let detail), .transport(let detail): detail
+        case .notFound(let detail), .unauthorized(let detail), .forbidden(let detail), .transport(let detail): detail
         case .conflict(_, let detail), .unavailable(_, let detail), .rejected(_, let detail): detail
         case .validation(let problems): problems.map { "\($0.field) \($0.message)" }.joined(separator: "; ")
         }

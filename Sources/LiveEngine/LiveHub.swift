@@ -176,7 +176,9 @@ package final class LiveHub {
         _ record: BookRecord, fields: Set<BookField>, previousLibraryID previous: String?, deleted: Bool, seq: Int
     ) {
         let id = record.id
-        if let previous, previous != record.library, !deleted { evictReaders(ofMoved: id, to: record.library, seq: seq) }
+        if let previous, previous != record.library, !deleted {
+            evictReaders(ofMoved: id, to: record.library, seq: seq)
+        }
         // Its model: the one its own subscribers watch, or its watched library's (found before it
         // leaves that library).
         let existing = books[id] ?? libraries[previous ?? record.library]?.members[id]

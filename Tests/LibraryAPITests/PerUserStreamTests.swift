@@ -39,8 +39,9 @@ import Testing
             #expect(nothing.head.status == 404, "\(absent)")
             let detail = refused.head.json["detail"] as? String ?? ""
             let missingDetail = nothing.head.json["detail"] as? String ?? ""
-            #expect(detail.replacingOccurrences(of: world.hidden, with: missing) == missingDetail
-                || detail.replacingOccurrences(of: world.eastsideBook, with: missing) == missingDetail, "\(detail)")
+            #expect(
+                detail.replacingOccurrences(of: world.hidden, with: missing) == missingDetail
+                    || detail.replacingOccurrences(of: world.eastsideBook, with: missing) == missingDetail, "\(detail)")
         }
         // A collection filtered by an unreadable library: a 404 from the rights alone, as the list.
         #expect(try stream(world, "/books/events?libraryId=\(world.eastside)", reader).head.status == 404)
@@ -65,8 +66,10 @@ import Testing
         #expect(ids(try #require(try libraries.next()).json["items"]) == [world.central])
 
         // A write in a library it cannot read: nothing. (The next event is the one after.)
-        #expect(try world.call("PATCH", "/books/\(world.eastsideBook)", world.admin, body: #"{"title":"E"}"#).status == 200)
-        #expect(try world.call("PATCH", "/libraries/\(world.hidden)", world.admin, body: #"{"name":"H"}"#).status == 200)
+        #expect(
+            try world.call("PATCH", "/books/\(world.eastsideBook)", world.admin, body: #"{"title":"E"}"#).status == 200)
+        #expect(
+            try world.call("PATCH", "/libraries/\(world.hidden)", world.admin, body: #"{"name":"H"}"#).status == 200)
         // Moved in: added, with every field asked for.
         let moveIn = #"{"libraryId":"\#(world.central)"}"#
         #expect(try world.call("PATCH", "/books/\(world.eastsideBook)", world.admin, body: moveIn).status == 200)
@@ -80,7 +83,8 @@ import Testing
         let removed = try #require(try books.next())
         #expect(removed.json["removed"] as? [String] == [world.centralBook], "\(removed.data)")
         // The libraries' stream saw nothing of Hidden's rename; Central's is its next event.
-        #expect(try world.call("PATCH", "/libraries/\(world.central)", world.admin, body: #"{"name":"C"}"#).status == 200)
+        #expect(
+            try world.call("PATCH", "/libraries/\(world.central)", world.admin, body: #"{"name":"C"}"#).status == 200)
         let renamed = try #require(try libraries.next())
         #expect(ids(renamed.json["changed"]) == [world.central], "\(renamed.data)")
 
@@ -106,7 +110,8 @@ import Testing
         #expect(deleted.event == "delete")
         #expect(try book.next() == nil)  // the stream ended
         // Who may still read it keeps its stream (a move changes no field it asked for).
-        #expect(try world.call("PATCH", "/books/\(world.centralBook)", world.admin, body: #"{"title":"D"}"#).status == 200)
+        #expect(
+            try world.call("PATCH", "/books/\(world.centralBook)", world.admin, body: #"{"title":"D"}"#).status == 200)
         #expect(try all.next()?.json["title"] as? String == "D")
         // Resuming from before the move: a 404, as for any book it cannot read.
         let again = try world.live.events(
@@ -159,7 +164,8 @@ import Testing
         // A new token of the same principal extends it past the first one's expiry.
         #expect(try change(world.token("reader-2", rights)).status == 204)
         usleep(1_500_000)
-        #expect(try world.call("PATCH", "/libraries/\(world.central)", world.admin, body: #"{"name":"C"}"#).status == 200)
+        #expect(
+            try world.call("PATCH", "/libraries/\(world.central)", world.admin, body: #"{"name":"C"}"#).status == 200)
         let renamed = try #require(try stream.next())
         #expect(renamed.entries.first?["event"] as? String == "change", "\(renamed.data)")
         // An added watch is checked with the stream's rights: Hidden is answered as absent.
@@ -172,8 +178,10 @@ import Testing
         let revoked = try #require(try stream.next())
         let entries = revoked.entries.map { ($0["watch"] as? String ?? "", $0["event"] as? String ?? "") }
         #expect(entries.map(\.0) == [book] && entries.map(\.1) == ["revoked"], "\(revoked.data)")
-        #expect(try world.call("PATCH", "/books/\(world.eastsideBook)", world.admin, body: #"{"title":"X"}"#).status == 200)
-        #expect(try world.call("PATCH", "/libraries/\(world.central)", world.admin, body: #"{"name":"D"}"#).status == 200)
+        #expect(
+            try world.call("PATCH", "/books/\(world.eastsideBook)", world.admin, body: #"{"title":"X"}"#).status == 200)
+        #expect(
+            try world.call("PATCH", "/libraries/\(world.central)", world.admin, body: #"{"name":"D"}"#).status == 200)
         let next = try #require(try stream.next())
         #expect(next.entries.map { $0["watch"] as? String } == [library], "\(next.data)")
     }

@@ -11,6 +11,9 @@ package struct TokenMinter {
         case es256(P256.Signing.PrivateKey)
         case edDSA(Curve25519.Signing.PrivateKey)
 
+        /// HS256 with `secret`'s bytes, for tests that do not import Crypto.
+        package static func hs256(secret: String) -> Signer { .hs256(SymmetricKey(data: Array(secret.utf8))) }
+
         package var algorithm: String {
             switch self {
             case .hs256: "HS256"
