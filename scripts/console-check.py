@@ -29,6 +29,9 @@ and a read token, one tab through the whole run (about 10 s; a watchdog stops it
     the cursor; the inspector keeps the last 200 records; every input has a label;
   - behind nginx under the prefix /library/ (proxy_buffering off) the console loads, goes live and
     writes;
+  - a signed token (the server runs with --jwt-keys) typed into the sign-in field shows who it is
+    and what it may do, the page shows only the library it reads, and the stream goes live; when
+    the token expires the stream ends with `expired` and the page asks to sign in again.
   - no uncaught exception, no console error (bar the network errors of provoked 4xx answers), no
     request leaving the server's origin;
   - screenshots (1280 px, 375 px, 375 px with a conflict, 1280 px dark with the editor) into
@@ -66,6 +69,21 @@ TIME_LIMIT = int(os.environ.get("CONSOLE_CHECK_TIME_LIMIT", "180"))  # after the
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 API_TOKEN = "console-api-" + os.urandom(6).hex()
 READ_TOKEN = "console-read-" + os.urandom(6).hex()
+JWT_SECRET = os.urandom(32)
+
+
+def b64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def mint(sub, rights, lifetime):
+    """An HS256 token for `sub` with the rights claim `rights`, expiring in `lifetime` seconds."""
+    import hashlib
+    import hmac
+    head = b64url(json.dumps({"alg": "HS256", "kid": "console", "typ": "JWT"}).encode())
+    body = b64url(json.dumps({"sub": sub, "exp": int(time.time()) + lifetime, "libraries": rights}).encode())
+    signature = hmac.new(JWT_SECRET, f"{head}.{body}".encode(), hashlib.sha256).digest()
+    return f"{head}.{body}.{b64url(signature)}"
 EXPECTED_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
                 "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
@@ -502,7 +520,7 @@ class ConsoleRun:
         for step in (self.tokens, self.watch_grammar, self.live_fields, self.keyboard, self.filters, self.title_only,
                      self.conflict, self.validation,
                      self.deletes, self.restart, self.thousand_books, self.screenshots_taken, self.library_from_page,
-                     self.behind_nginx, self.whole_run):
+                     self.behind_nginx, self.signed_token, self.whole_run):
             step()
         self.browser.stop()
         status = self.server.stop(20)
@@ -838,6 +856,33 @@ class ConsoleRun:
         finally:
             stop_process(nginx)
 
+    def signed_token(self):
+        page, central = self.page, self.central
+        page.navigate(self.origin + "/")
+        page.eval("sessionStorage.clear()")
+        page.navigate(self.origin + "/")
+        page.wait("document.getElementById('tokens').open", 10)
+        name = self.api.ok("GET", f"/libraries/{central}")["name"]
+        page.type_into("#signed-token", mint("console-reader", {"read": [central]}, 3600))
+        page.enter()
+        shown, seconds = page.wait(f"{count('#libraries li[data-library-id]')} === 1 && {LIVE}", 15)
+        report.check(bool(shown), f"signed in with a token that reads one library, the page shows that one and goes live ({seconds:.2f} s)")
+        identity = page.eval("document.getElementById('identity').hidden ? '' : document.getElementById('identity').textContent")
+        report.check(identity.startswith("Signed in as console-reader") and f"reads {name}" in identity
+                     and "writes nothing" in identity, f"the header says who the token is and what it may do: {identity!r}")
+        # A token that expires (the server runs with --jwt-leeway 0): `expired` ends the stream,
+        # and the page asks for a new token instead of reconnecting into a 401.
+        page.eval("sessionStorage.clear()")
+        page.navigate(self.origin + "/")
+        page.wait("document.getElementById('tokens').open", 10)
+        page.type_into("#signed-token", mint("console-reader", {"read": ["*"]}, 3))
+        page.enter()
+        page.wait(LIVE, 10)
+        asked, seconds = page.wait("document.getElementById('connection').dataset.state === 'expired' && "
+                                   "document.getElementById('tokens').open", 10)
+        report.check(bool(asked), f"when the token expires the stream ends and the page asks to sign in again ({seconds:.2f} s)")
+        page.escape()
+
     def whole_run(self):
         page = self.page
         markup = page.eval("document.documentElement.outerHTML")
@@ -895,7 +940,12 @@ def main():
     binary = os.path.abspath(options.binary)
     if not os.access(binary, os.X_OK):
         sys.exit(f"{NAME}: no server binary at {binary}")
-    arguments = ["--api-token", API_TOKEN, "--read-token", READ_TOKEN, "--heartbeat-interval", "2"]
+    keys = os.path.join(tempfile.mkdtemp(prefix=f"{NAME}-keys-"), "keys.json")
+    workdirs.append(os.path.dirname(keys))
+    with open(keys, "w") as file:
+        json.dump({"keys": [{"kty": "oct", "kid": "console", "k": b64url(JWT_SECRET)}]}, file)
+    arguments = ["--api-token", API_TOKEN, "--read-token", READ_TOKEN, "--heartbeat-interval", "2",
+                 "--jwt-keys", keys, "--jwt-leeway", "0"]
     if options.console_directory:
         arguments += ["--console-directory", os.path.abspath(options.console_directory)]
 

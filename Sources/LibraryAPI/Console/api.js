@@ -5,19 +5,24 @@
 
 const READ_KEY = "library-console.read-token";
 const WRITE_KEY = "library-console.api-token";
+const SIGNED_KEY = "library-console.signed-token";
 
 // sessionStorage, not localStorage: a token should not outlive the tab that was given it.
 export const tokens = {
   get read() { return sessionStorage.getItem(READ_KEY) || ""; },
   get write() { return sessionStorage.getItem(WRITE_KEY) || ""; },
-  save(read, write) {
-    for (const [key, value] of [[READ_KEY, read], [WRITE_KEY, write]]) {
+  /** A signed token (JWT) of the user's own: the server decides what it may do, library by library. */
+  get signed() { return sessionStorage.getItem(SIGNED_KEY) || ""; },
+  save(read, write, signed = this.signed) {
+    for (const [key, value] of [[READ_KEY, read], [WRITE_KEY, write], [SIGNED_KEY, signed]]) {
       if (value) sessionStorage.setItem(key, value);
       else sessionStorage.removeItem(key);
     }
   },
-  // The write token grants reads too, so a user who has only that one can still browse.
-  get forReading() { return this.read || this.write; },
+  // A signed token is the user's identity and goes with everything; otherwise the write token
+  // grants reads too, so a user who has only that one can still browse.
+  get forReading() { return this.signed || this.read || this.write; },
+  get forWriting() { return this.signed || this.write; },
 };
 
 /** A failed request: `status`, the problem document (when there is one) and its field errors. */
@@ -41,7 +46,7 @@ export function onUnauthorized(callback) { listeners.unauthorized.add(callback);
 export async function request(method, path, { body, version, idempotencyKey, signal } = {}) {
   const headers = { Accept: "application/json" };
   const writing = method !== "GET" && method !== "HEAD";
-  const token = writing ? tokens.write : tokens.forReading;
+  const token = writing ? tokens.forWriting : tokens.forReading;
   if (token) headers.Authorization = `Bearer ${token}`;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (version !== undefined && version !== null) headers["If-Match"] = `"${version}"`;

@@ -15,7 +15,7 @@ import { Inspector } from "./inspector.js";
 import { Editor } from "./editor.js";
 import { flash, unflash } from "./ui.js";
 import { libraryRow, updateLibraryRow, bookRow, updateBookRow, BOOK_COLUMNS } from "./rows.js";
-import { setUpTokenForm, openTokenForm } from "./tokens.js";
+import { setUpTokenForm, openTokenForm, showIdentity } from "./tokens.js";
 import { watchText } from "./watch.js";
 
 const LIBRARY_PAGE = 100;
@@ -41,7 +41,7 @@ const state = {
 const inspector = new Inspector($("frames"), $("frame-count"), $("inspector-clear"));
 const STATE_TEXT = {
   idle: "Not connected", connecting: "Connecting…", live: "Live", reconnecting: "Reconnecting…",
-  unauthorized: "Needs a read token", error: "Stream refused; retrying",
+  unauthorized: "Needs a token", expired: "Token expired", error: "Stream refused; retrying",
 };
 const live = new LiveStream({
   onState(name, detail) {
@@ -49,7 +49,8 @@ const live = new LiveStream({
     element.dataset.state = name;
     $("connection-text").textContent = STATE_TEXT[name] || name;
     element.title = detail || "";
-    if (name === "unauthorized") openTokenForm("The event stream needs the read token (or the API token).");
+    if (name === "unauthorized") openTokenForm("The event stream needs a token: a signed one, the read token or the API token.");
+    if (name === "expired") openTokenForm("Your signed token has expired: sign in with a new one to go on live.", "signed-token");
   },
   onFrame(record) {
     if (record.kind === "connect") $("stream-url").textContent = record.url;
@@ -102,6 +103,7 @@ async function loadLibraries(more = false) {
     state.libraryCursor = result.nextCursor;
     libraries.append(result.items, !result.nextCursor);
     $("libraries-more").hidden = !result.nextCursor;
+    showIdentity((id) => libraries.item(id)?.name);
     showNotice("");
     return true;
   } catch (error) {
@@ -284,6 +286,7 @@ $("new-book").addEventListener("click", () =>
 setUpTokenForm(restartAfterTokens);
 
 async function restartAfterTokens() {
+  showIdentity((id) => libraries.item(id)?.name);
   if (await loadLibraries()) {
     const library = state.library ?? libraryInAddress();
     if (library) await selectLibrary(library);

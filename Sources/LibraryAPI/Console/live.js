@@ -13,7 +13,7 @@ import { tokens } from "./api.js";
 
 export class LiveStream {
   /**
-   * onState(state, detail): "idle" | "connecting" | "live" | "reconnecting" | "unauthorized" | "error".
+   * onState(state, detail): "idle" | "connecting" | "live" | "reconnecting" | "unauthorized" | "expired" | "error".
    * onFrame(record): every frame and connection event, for the inspector.
    */
   constructor({ onState, onFrame }) {
@@ -89,6 +89,15 @@ export class LiveStream {
       this.onFrame({ kind: "frame", id: message.lastEventId, entries });
       for (const { watch, event, data } of entries) this.handlers.get(watch)?.(event, data);
     };
+    // The signed token expired: the server ends the stream with this event (it carries no id,
+    // so the next stream resumes from the last frame). Asking the user beats a reconnect's 401.
+    source.addEventListener("expired", (message) => {
+      if (source !== this.source) return;
+      this.source = null;
+      source.close();
+      this.onFrame({ kind: "error", text: "the stream's token expired" });
+      this.setState("expired", message.data);
+    });
     source.onerror = () => {
       if (source !== this.source) return;
       if (source.readyState === EventSource.CONNECTING) {

@@ -1,10 +1,12 @@
-// The token form: a read token and an API token, typed once per tab.
+// The token form: a signed token (the user's own, from the identity provider), or the server's
+// read token and API token, typed once per tab.
 //
 // The boxes are always empty when the form opens: a saved token is never put back into the page,
 // where it could be read off the screen or the DOM. An empty box on submit keeps what was saved,
 // so adding the API token later does not mean typing the read token again.
 
 import { tokens, onUnauthorized } from "./api.js";
+import { describeIdentity } from "./identity.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -14,22 +16,27 @@ export function setUpTokenForm(onChanged) {
   $("tokens-button").addEventListener("click", () => openTokenForm());
   $("tokens-cancel").addEventListener("click", () => dialog.close());
   $("tokens-clear").addEventListener("click", () => {
-    tokens.save("", "");
+    tokens.save("", "", "");
     dialog.close();
     onChanged();
   });
   $("tokens-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    tokens.save($("read-token").value.trim() || tokens.read, $("api-token").value.trim() || tokens.write);
-    for (const id of ["read-token", "api-token"]) $(id).value = "";
+    tokens.save($("read-token").value.trim() || tokens.read, $("api-token").value.trim() || tokens.write,
+      $("signed-token").value.trim() || tokens.signed);
+    for (const id of ["read-token", "api-token", "signed-token"]) $(id).value = "";
     dialog.close();
     onChanged();
   });
   onUnauthorized((error) => {
     const writing = error.method !== "GET" && error.method !== "HEAD";
+    if (tokens.signed) {
+      openTokenForm(`Your signed token was refused: ${error.message} Sign in again.`, "signed-token");
+      return;
+    }
     openTokenForm(writing
-      ? "Changes need the API token."
-      : "The server needs a token to show its data: the read token or the API token.",
+      ? "Changes need the API token (or a signed token that may write)."
+      : "The server needs a token to show its data: a signed token, the read token or the API token.",
     writing ? "api-token" : "read-token");
   });
 }
@@ -40,10 +47,19 @@ export function openTokenForm(reason = "", focus = "read-token") {
   $("tokens-reason").textContent = reason;
   $("tokens-reason").hidden = !reason;
   dialog.dataset.reason = reason ? "unauthorized" : "";
-  for (const [id, saved] of [["read-token", tokens.read], ["api-token", tokens.write]]) {
+  for (const [id, saved] of [["read-token", tokens.read], ["api-token", tokens.write],
+    ["signed-token", tokens.signed]]) {
     $(id).value = "";
     $(id).placeholder = saved ? "(saved; type to replace)" : "";
   }
   if (!dialog.open) dialog.showModal();
   $(focus).focus();
+}
+
+/** Shows who the signed token names and what it may do in the header (hidden without one). */
+export function showIdentity(nameOf) {
+  const element = $("identity");
+  const text = tokens.signed ? describeIdentity(tokens.signed, nameOf) : null;
+  element.textContent = text || "";
+  element.hidden = !text;
 }
