@@ -11,7 +11,22 @@ package final class TokenCache<Value: Sendable>: Sendable {
         let until: Int
     }
 
-    private let entries = Mutex<[String: Entry]>([:])
+    /// A token as a key: hashed by its last 64 bytes only (a JWT's signature, which differs
+    /// whenever anything signed differs), compared whole. A listed-rights token is kilobytes,
+    /// and hashing all of it was most of what a cache hit cost; a forged token that copies a good
+    /// one's signature hashes alike but is not equal, so it is verified, and refused.
+    private struct Key: Hashable {
+        let token: String
+
+        func hash(into hasher: inout Hasher) {
+            let hashed: Void? = token.utf8.withContiguousStorageIfAvailable { bytes in
+                hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes.suffix(64))))
+            }
+            if hashed == nil { for byte in token.utf8.suffix(64) { hasher.combine(byte) } }
+        }
+    }
+
+    private let entries = Mutex<[Key: Entry]>([:])
     package let capacity: Int
 
     package init(capacity: Int = 10_000) {
@@ -23,7 +38,8 @@ package final class TokenCache<Value: Sendable>: Sendable {
     package func value(
         for token: String, now: Int, verify: () throws(TokenRefusal) -> (value: Value, until: Int)
     ) throws(TokenRefusal) -> Value {
-        if let entry = entries.withLock({ $0[token] }), now < entry.until { return entry.value }
+        let key = Key(token: token)
+        if let entry = entries.withLock({ $0[key] }), now < entry.until { return entry.value }
         let (value, until) = try verify()
         entries.withLock { entries in
             if entries.count >= capacity {
@@ -33,7 +49,7 @@ package final class TokenCache<Value: Sendable>: Sendable {
                     entries = Dictionary(uniqueKeysWithValues: entries.prefix(capacity / 2).map { ($0.key, $0.value) })
                 }
             }
-            entries[token] = Entry(value: value, until: until)
+            entries[key] = Entry(value: value, until: until)
         }
         return value
     }

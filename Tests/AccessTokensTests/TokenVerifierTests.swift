@@ -233,4 +233,20 @@ import enum Digest.Base64URL
             }
         }
     }
+
+    /// The cache hashes a token by its signature (its last 64 bytes) but takes only the very same
+    /// token as a hit: one that copies a verified token's signature onto other claims is verified.
+    @Test func aTokenWithAnotherTokensSignatureIsNotACacheHit() throws {
+        let cache = TokenCache<String>()
+        let signature = String(repeating: "s", count: 86)
+        let good = "header.claims-of-a-reader." + signature
+        let forged = "header.claims-of-an-admin." + signature
+        #expect(try cache.value(for: good, now: 0) { () throws(TokenRefusal) in ("reader", 100) } == "reader")
+        #expect(throws: TokenRefusal.self) {
+            try cache.value(for: forged, now: 0) { () throws(TokenRefusal) -> (value: String, until: Int) in
+                throw TokenRefusal(.badSignature, "the signature does not match these claims")
+            }
+        }
+        #expect(try cache.value(for: good, now: 1) { () throws(TokenRefusal) in ("again", 100) } == "reader")
+    }
 }

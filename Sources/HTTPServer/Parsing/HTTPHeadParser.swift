@@ -120,7 +120,7 @@ enum HTTPHeadParser {
             throw .bad("A header field name is not a valid token.")
         }
         let value = trimmingWhitespace(line[(colon + 1)...])
-        guard value.all({ $0 == 9 || ($0 >= 32 && $0 != 127) }) else {
+        guard value.isFieldValue() else {
             throw .bad("A header field value contains a control character.")
         }
         return (name.indices, value.indices)

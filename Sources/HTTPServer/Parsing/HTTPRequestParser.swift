@@ -138,7 +138,11 @@ package struct HTTPRequestParser: Sendable {
         let start = index
         var position = start + scanned
         let end = buffer.count
+        // Past the largest head allowed no byte needs a look: one more says it is too large.
+        let limit = min(end, start + limits.maxHeadSize + 1)
         while position < end {
+            position = buffer.firstControlCharacter(from: position, before: limit)
+            guard position < end else { break }
             let byte = buffer[position]
             if byte == 13 {
                 guard position + 1 < end else { break }
