@@ -9,7 +9,7 @@ import LiveEngine
 /// every subscriber who got the same snapshot, and at most a chunk of output, never a copy of it all.
 /// While it is written the socket gets a large send buffer, then the small one again.
 @LiveActor
-final class EventStreamSink: LiveEventSink {
+final class EventStreamSink: LiveEventSink, StreamDeadlines.Expiring {
     let stream: HTTPStream
     let counters: LiveCounters
     /// What waits to be written, in order: bytes, or a large event being encoded off the live

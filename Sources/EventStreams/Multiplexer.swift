@@ -23,7 +23,7 @@ import LiveEngine
 /// whenever the connection falls behind, each watch's changes fold into one (`PendingEvents`), so a
 /// slow reader costs memory for what changed, not for how often.
 @LiveActor
-final class Multiplexer {
+final class Multiplexer: StreamDeadlines.Expiring {
     /// One watch and what waits to be written for it.
     @LiveActor final class Part {
         let watch: String
@@ -226,13 +226,13 @@ final class Multiplexer {
     /// Ends the stream when its credential expires (`expire`).
     func scheduleExpiry() {
         if let deadline { deadlines.cancel(deadline) }
-        deadline = principal.expires.map { deadlines.schedule(at: $0) { [weak self] in self?.expire() } }
+        deadline = principal.expires.map { deadlines.schedule(self, at: $0) }
     }
 
     /// The credential has expired: an `expired` event (outside any frame, so the last frame's id
     /// stays the one to resume from), then the end. In the middle of a frame (a collection
     /// snapshot being written) the stream just ends: the client drops the unfinished frame.
-    private func expire() {
+    func expire() {
         deadline = nil
         guard state.end() else { return }
         hub.counters.expiredStreams.add(1, ordering: .relaxed)

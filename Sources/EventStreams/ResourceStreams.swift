@@ -26,18 +26,24 @@ extension EventStreams {
             hub.subscribe(
                 subscription,
                 open: { subscriberID in
-                    let deadline = Deadline()
+                    guard let expires = principal.expires else {
+                        let stream = exchange.openStream(Self.eventStreamHead) {
+                            LiveActor.enqueue { hub.unsubscribe(subscriberID, from: subscription.target) }
+                        }
+                        stream.write(EventEncoding.opening)
+                        return EventStreamSink(stream: stream, counters: hub.counters)
+                    }
+                    // Made before the stream, so that its close can cancel it; given its sink after.
+                    let deadline = deadlines.reserve(at: expires)
                     let stream = exchange.openStream(Self.eventStreamHead) {
                         LiveActor.enqueue {
                             hub.unsubscribe(subscriberID, from: subscription.target)
-                            if let entry = deadline.entry { deadlines.cancel(entry) }
+                            deadlines.cancel(deadline)
                         }
                     }
                     stream.write(EventEncoding.opening)
                     let sink = EventStreamSink(stream: stream, counters: hub.counters)
-                    if let expires = principal.expires {
-                        deadline.entry = deadlines.schedule(at: expires) { [weak sink] in sink?.expire() }
-                    }
+                    deadlines.arm(deadline, sink)
                     return sink
                 },
                 outcome: { outcome in
@@ -50,11 +56,6 @@ extension EventStreams {
                 }
             )
         }
-    }
-
-    /// A single stream's deadline, once it is set (the stream's close cancels it).
-    @LiveActor private final class Deadline: Sendable {
-        var entry: StreamDeadlines.Entry?
     }
 
     /// `request` as `rights` may see it: of the libraries they read. A collection filtered by a

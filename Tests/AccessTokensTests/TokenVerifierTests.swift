@@ -214,7 +214,7 @@ import enum Digest.Base64URL
 
 @Suite struct TokenCacheTests {
     @Test func aTokenIsVerifiedOnce_UntilItExpires_AndTheCacheStaysBounded() throws {
-        let cache = TokenCache<String>(capacity: 4)
+        var cache = TokenCache<String>(capacity: 4)
         var verifications = 0
         func look(_ token: String, now: Int, until: Int = 100) throws -> String {
             try cache.value(for: token, now: now) { () throws(TokenRefusal) in
@@ -237,7 +237,7 @@ import enum Digest.Base64URL
     /// The cache hashes a token by its signature (its last 64 bytes) but takes only the very same
     /// token as a hit: one that copies a verified token's signature onto other claims is verified.
     @Test func aTokenWithAnotherTokensSignatureIsNotACacheHit() throws {
-        let cache = TokenCache<String>()
+        var cache = TokenCache<String>()
         let signature = String(repeating: "s", count: 86)
         let good = "header.claims-of-a-reader." + signature
         let forged = "header.claims-of-an-admin." + signature

@@ -56,6 +56,28 @@ import Testing
         #expect(try stream(world, "/libraries/\(world.hidden)/events", PerUserAccessTests.readToken).head.status == 200)
     }
 
+    /// A stream's credential is checked as a REST route's is: a token that does not verify is a
+    /// 401 naming the rule, whether it comes in `Authorization` or in `?access_token=`.
+    @Test func streamsRefuseTokensThatDoNotVerify_InTheHeaderOrTheURL() throws {
+        let world = try World()
+        let path = "/libraries/\(world.central)/events"
+        let expired = world.token("reader-1", #"{"read":["*"]}"#, exp: Self.now - 31)
+        let forged = world.token("reader-1", #"{"read":["*"]}"#, signer: PerUserAccessTests.stranger)
+        for (name, client) in [
+            ("none", try world.live.events(path)),
+            ("expired", try stream(world, path, expired)),
+            ("bad signature", try stream(world, path, forged)),
+            ("expired in the URL", try world.live.events(path + "?access_token=" + expired)),
+            ("posted, bad signature", try posted(world, ["/libraries/\(world.central)"], forged)),
+        ] {
+            #expect(client.head.status == 401, "\(name)")
+            #expect(client.head.header("www-authenticate")?.hasPrefix("Bearer") == true, "\(name)")
+            #expect(!client.head.text.contains(forged.prefix(20)) && !client.head.text.contains(expired.prefix(20)))
+        }
+        #expect(try stream(world, path, expired).head.json["detail"] as? String == "The token has expired (exp).")
+        #expect(world.live.subscribers == 0)
+    }
+
     @Test func collectionsCarryOnlyReadableItems_BooksMovedInArriveAndMovedOutLeave() throws {
         let world = try World()
         let reader = world.reader

@@ -12,12 +12,16 @@ import Synchronization
 /// the cache are swapped together, so no token verified by a dropped key is answered from the
 /// cache afterwards.
 package final class SignedTokens: Sendable {
-    private struct Keys: Sendable {
-        let verifier: TokenVerifier
-        let cache: TokenCache<Principal>
+    /// The verifier and the tokens it verified, swapped together, under one lock: a request whose
+    /// token was verified before takes the lock once, for a lookup.
+    private struct State: Sendable {
+        var verifier: TokenVerifier
+        var cache = TokenCache<Principal>()
+        /// Counts key replacements: a token verified by keys replaced meanwhile is not kept.
+        var generation = 0
     }
 
-    private let keys: Mutex<Keys>
+    private let state: Mutex<State>
     /// The claim that holds the rights (`--jwt-claim`).
     package let claim: String
     /// The current second since 1970, by which tokens are judged (and streams end: `EventStreams`).
@@ -30,36 +34,40 @@ package final class SignedTokens: Sendable {
         claim: String = "libraries",
         clock: @escaping @Sendable () -> Int = { Int(time(nil)) }
     ) {
-        self.keys = Mutex(Keys(verifier: verifier, cache: TokenCache()))
+        self.state = Mutex(State(verifier: verifier))
         self.claim = claim
         self.clock = clock
     }
 
     /// The verifier in use.
-    package var verifier: TokenVerifier { keys.withLock { $0.verifier } }
+    package var verifier: TokenVerifier { state.withLock { $0.verifier } }
 
     /// Verifies with `keySet` from now on, with the same audience, issuer and leeway.
     package func replaceKeys(_ keySet: JSONWebKeySet) {
-        keys.withLock { keys in
-            let old = keys.verifier
-            keys = Keys(
-                verifier: TokenVerifier(keys: keySet, audience: old.audience, issuer: old.issuer, leeway: old.leeway),
-                cache: TokenCache())
+        state.withLock { state in
+            let old = state.verifier
+            state.verifier = TokenVerifier(
+                keys: keySet, audience: old.audience, issuer: old.issuer, leeway: old.leeway)
+            state.cache = TokenCache()
+            state.generation += 1
         }
     }
 
     /// The principal `token` names, with the rights of its claim; a refusal says which rule it broke.
     func principal(_ token: String) throws(TokenRefusal) -> Principal {
-        let (verifier, cache) = keys.withLock { ($0.verifier, $0.cache) }
         let now = clock()
+        if let known = state.withLock({ $0.cache.lookup(token, now: now) }) { return known }
+        let (verifier, generation) = state.withLock { ($0.verifier, $0.generation) }
         do {
-            return try cache.value(for: token, now: now) { () throws(TokenRefusal) in
-                let verified = try verifier.verify(token.utf8, now: now)
-                let rights = try AccessRights(claim: verified.claim(claim))
-                let principal = Principal(
-                    subject: verified.subject, rights: rights, expires: verified.expires + verifier.leeway)
-                return (principal, verified.expires + verifier.leeway)
+            let verified = try verifier.verify(token.utf8, now: now)
+            let rights = try AccessRights(claim: verified.claim(claim))
+            let principal = Principal(
+                subject: verified.subject, rights: rights, expires: verified.expires + verifier.leeway)
+            state.withLock { state in
+                guard state.generation == generation else { return }
+                state.cache.insert(token, principal, until: verified.expires + verifier.leeway, now: now)
             }
+            return principal
         } catch {
             refusals.withLock { $0[error.reason, default: 0] += 1 }
             throw error
@@ -73,5 +81,5 @@ package final class SignedTokens: Sendable {
     }
 
     /// Distinct tokens verified and kept now.
-    package var cachedTokens: Int { keys.withLock { $0.cache }.count }
+    package var cachedTokens: Int { state.withLock { $0.cache.count } }
 }
