@@ -241,8 +241,11 @@ def main():
         envelope = validator(f"#/components/schemas/{schema_name}")
         definition = spec["components"]["schemas"][schema_name]
         if "oneOf" in definition:
+            # A branch is inline, or a reference (`ExpiredStreamEvent`, which every stream shares).
+            resolved = [spec["components"]["schemas"][branch["$ref"].split("/")[-1]] if "$ref" in branch else branch
+                        for branch in definition["oneOf"]]
             branches = {branch["properties"]["event"]["const"]: branch["properties"]["data"]["contentSchema"]["$ref"]
-                        for branch in definition["oneOf"]}
+                        for branch in resolved}
         else:
             branches = {definition["properties"]["event"]["const"]:
                         definition["properties"]["data"]["contentSchema"]["$ref"]}
