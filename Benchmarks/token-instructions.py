@@ -17,7 +17,6 @@ Benchmarks/results/token-instructions.json.
 """
 
 import argparse
-import base64
 import http.client
 import json
 import os
@@ -28,36 +27,15 @@ import sys
 import tempfile
 import time
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
-
 HERE = os.path.dirname(os.path.abspath(__file__))
-STATIC = "bench-static-api-token"
-
-
-def b64(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+sys.path.insert(0, HERE)
+from tokens import STATIC, Signer  # noqa: E402 (the same key and tokens as the timed benchmark)
 
 
 def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-class Signer:
-    def __init__(self):
-        self.key = ec.generate_private_key(ec.SECP256R1())
-        numbers = self.key.public_key().public_numbers()
-        self.jwks = {"keys": [{"kty": "EC", "crv": "P-256", "kid": "bench", "x": b64(numbers.x.to_bytes(32, "big")),
-                               "y": b64(numbers.y.to_bytes(32, "big"))}]}
-
-    def token(self, sub, rights):
-        header = b64(json.dumps({"alg": "ES256", "kid": "bench", "typ": "JWT"}).encode())
-        claims = b64(json.dumps({"sub": sub, "exp": int(time.time()) + 7200, "libraries": rights}).encode())
-        r, s = decode_dss_signature(self.key.sign(f"{header}.{claims}".encode(), ec.ECDSA(hashes.SHA256())))
-        return f"{header}.{claims}.{b64(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"
 
 
 class Client:
