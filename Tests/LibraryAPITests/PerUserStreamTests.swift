@@ -78,6 +78,19 @@ import Testing
         #expect(world.live.subscribers == 0)
     }
 
+    /// A stream verifies its token once for its whole life: its opening leaves nothing in the
+    /// cache of verified tokens, which keeps the tokens sent with request after request.
+    @Test func aStreamsTokenIsNotKept_ARequestsIs() throws {
+        let world = try World()
+        let token = world.token("reader-9", #"{"read":["*"]}"#)
+        let before = world.tokens.cachedTokens
+        let stream = try stream(world, "/libraries/\(world.central)/events", token)
+        #expect(try stream.next()?.event == "snapshot")
+        #expect(world.tokens.cachedTokens == before)
+        #expect(try world.call("GET", "/libraries/\(world.central)", token).status == 200)
+        #expect(world.tokens.cachedTokens == before + 1)
+    }
+
     @Test func collectionsCarryOnlyReadableItems_BooksMovedInArriveAndMovedOutLeave() throws {
         let world = try World()
         let reader = world.reader

@@ -44,7 +44,7 @@ extension LibraryAPI {
         if read, need != .write { return .readEverything }
         guard let signed, !read else { throw Self.unauthorized("The bearer token is not valid.") }
         do {
-            return try signed.principal(given)
+            return try signed.principal(given, keep: need != .stream)
         } catch {
             var refusal = Self.unauthorized(error.detail)
             refusal.headers.set("WWW-Authenticate", "Bearer realm=\"library-server\", error=\"invalid_token\"")

@@ -54,7 +54,12 @@ package final class SignedTokens: Sendable {
     }
 
     /// The principal `token` names, with the rights of its claim; a refusal says which rule it broke.
-    func principal(_ token: String) throws(TokenRefusal) -> Principal {
+    ///
+    /// `keep`: whether to keep it once verified. A request sent again and again with one token
+    /// keeps it; a stream's opening does not: a stream verifies its token once for its whole
+    /// life, and 18,000 subscribers each with a token of its own would otherwise fill the cache
+    /// with tokens that are never sent again (0.3 KiB a subscriber).
+    func principal(_ token: String, keep: Bool = true) throws(TokenRefusal) -> Principal {
         let now = clock()
         if let known = state.withLock({ $0.cache.lookup(token, now: now) }) { return known }
         let (verifier, generation) = state.withLock { ($0.verifier, $0.generation) }
@@ -63,9 +68,11 @@ package final class SignedTokens: Sendable {
             let rights = try AccessRights(claim: verified.claim(claim))
             let principal = Principal(
                 subject: verified.subject, rights: rights, expires: verified.expires + verifier.leeway)
-            state.withLock { state in
-                guard state.generation == generation else { return }
-                state.cache.insert(token, principal, until: verified.expires + verifier.leeway, now: now)
+            if keep {
+                state.withLock { state in
+                    guard state.generation == generation else { return }
+                    state.cache.insert(token, principal, until: verified.expires + verifier.leeway, now: now)
+                }
             }
             return principal
         } catch {
