@@ -41,6 +41,10 @@ final class StreamDeadlines {
         self.clock = clock
     }
 
+    isolated deinit {
+        for bucket in buckets.values { bucket.timer.cancel() }
+    }
+
     /// Entries waiting, for tests and metrics.
     var count: Int { buckets.values.reduce(0) { $0 + $1.entries.count } }
 
@@ -60,7 +64,9 @@ final class StreamDeadlines {
             let timer = DispatchSource.makeTimerSource(queue: LiveActor.executor.queue)
             let delay = max(0, second - clock())
             timer.schedule(deadline: .now() + .seconds(delay))
-            timer.setEventHandler { [weak self] in LiveActor.assumeIsolated { self?.fire(second) } }
+            // Unowned, not weak (a weak reference would give this object a side table that a
+            // pending timer keeps): every timer is cancelled before this object goes (`deinit`).
+            timer.setEventHandler { [unowned self] in LiveActor.assumeIsolated { self.fire(second) } }
             timer.resume()
             buckets[second] = Bucket(timer: timer)
         }

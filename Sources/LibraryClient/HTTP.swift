@@ -39,7 +39,8 @@ extension LibraryClient {
             method, path, json: body, contentType: contentType, headers: extra, token: try await tokens.token())
     }
 
-    private nonisolated func attempt(
+    /// One request with `token`, as it is (no provider, no second try).
+    nonisolated func attempt(
         _ method: HTTPMethod, _ path: String, json body: JSON?, contentType: String, headers extra: [(String, String)],
         token: String?
     ) async throws(LibraryClientError) -> Answer {

@@ -383,7 +383,9 @@ extension LibraryClient {
                 let streamID = self.live.streamID
             else { return }
             guard let fresh = try? await tokens.fresh(), let next = TokenSource.expiry(of: fresh) else { return }
-            let answer = try? await self.send(.POST, "/events/" + streamID, json: .object([:]), read: true)
+            let answer = try? await self.attempt(
+                .POST, "/events/" + streamID, json: .object([:]), contentType: "application/json", headers: [],
+                token: fresh)
             guard generation == self.live.generation, answer?.status == 204 else { return }
             self.live.streamToken = fresh
             self.live.tokensRefreshed += 1

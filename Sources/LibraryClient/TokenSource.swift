@@ -8,8 +8,9 @@ actor TokenSource {
     private let provide: @Sendable () async throws -> String
     private var held: String?
     private var asking: Task<String, any Error>?
-    /// How long before its `exp` a held token is no longer handed out.
-    private let margin: TimeInterval = 5
+    /// How long before its `exp` a held token is no longer handed out (the server allows
+    /// `--jwt-leeway` for clocks that disagree; this is for the request's own way there).
+    private let margin: TimeInterval = 1
 
     init(_ provide: @escaping @Sendable () async throws -> String) {
         self.provide = provide

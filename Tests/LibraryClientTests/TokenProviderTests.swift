@@ -53,9 +53,11 @@ import Testing
     {
         let library = try await admin.createLibrary { $0.name = "Central" }
         // The first token has expired already: the server answers 401, and the client asks again.
-        let provider = Provider(first: Self.token(expiresIn: -10), lifetime: 4)
+        // Tokens of 6 s, refreshed 2 s ahead (a third of their life): slack for a loaded machine
+        // (the sanitizers' run).
+        let provider = Provider(first: Self.token(expiresIn: -10), lifetime: 6)
         let client = LibraryClient(baseURL: server.url, tokenProvider: provider.provide)
-        client.tokenRefreshLead = .seconds(2)  // a third of a 4 s token's life: 1.3 s ahead
+        client.tokenRefreshLead = .seconds(3)
         let model = try await client.library(id: library.id)
         #expect(provider.calls.load(ordering: .relaxed) == 2)
         let view = RenderedView { model.name }
@@ -63,8 +65,8 @@ import Testing
         #expect(view.value == "Central")
         // Past the first stream token's expiry: the stream was extended, not replaced.
         let opened = ContinuousClock.now
-        #expect(await eventually(.seconds(8)) { client.tokensRefreshed >= 1 })
-        try await Task.sleep(until: opened + .seconds(4.5))
+        #expect(await eventually(.seconds(10)) { client.tokensRefreshed >= 1 })
+        try await Task.sleep(until: opened + .seconds(6.5))
         try await admin.update(library) { $0.name = "Central II" }
         #expect(await eventually { view.value == "Central II" })
         #expect(client.streamsOpened == 1, "the stream was replaced instead of extended")
