@@ -97,7 +97,7 @@ let package = Package(
         // streams alike: paths (Route), query parameters, field selections, JSON request bodies,
         // problem documents (APIError).
         .target(
-            name: "APICore", dependencies: ["HTTPServer", "JSON", "LibraryDomain", "LibraryModel"],
+            name: "APICore", dependencies: ["Digest", "HTTPServer", "JSON", "LibraryDomain", "LibraryModel"],
             swiftSettings: swiftSettings + fuzzSettings),
         // The live path over HTTP: Server-Sent Events streams of a resource or a collection, many
         // watches on one stream and its side channel, the event encoding and the watch grammar.

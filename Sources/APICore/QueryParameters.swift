@@ -79,6 +79,35 @@ package struct QueryParameters: Sendable {
         try string("cursor").map { text throws(APIError) in try Cursor.decode(text) } ?? 0
     }
 
+    /// `sort`: a sortable field of `Field`, with `-` before it for descending order; nil without it.
+    package func order<Field: ResourceField>(of _: Field.Type) throws(APIError) -> ListOrder<Field>? {
+        guard let text = try string("sort") else { return nil }
+        guard let order = ListOrder<Field>(parsing: text) else {
+            throw .badRequest(
+                "sort must be one of \(ListOrder<Field>.choices), with - before it for descending order.")
+        }
+        return order
+    }
+
+    /// Where the page starts: after the `cursor` of a page of `order` (insertion order when nil),
+    /// or from the start without one.
+    package func start<Field>(in order: ListOrder<Field>?) throws(APIError) -> ListStart {
+        guard let order else { return .seq(try cursor()) }
+        guard let text = try string("cursor") else { return .sorted(nil) }
+        return .sorted(try Cursor.decode(text, in: order))
+    }
+
+    /// `q`: the text a book's title or author must contain; nil without it or when it is empty.
+    package func search() throws(APIError) -> TextSearch? {
+        guard let text = try string("q"), !text.isEmpty else { return nil }
+        guard let search = TextSearch(text) else {
+            throw .badRequest(
+                "q must have \(TextSearch.lengths.lowerBound) to \(TextSearch.lengths.upperBound) characters, and no U+0000."
+            )
+        }
+        return search
+    }
+
     /// A boolean parameter: `true` or `false`.
     package func bool(_ name: String) throws(APIError) -> Bool? {
         switch try string(name) {

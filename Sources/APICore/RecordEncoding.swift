@@ -46,14 +46,21 @@ extension JSONWriter {
     }
 
     /// Writes `{"items": [...], "nextCursor": ...}`.
-    package mutating func page<Item>(_ page: Page<Item>, item write: (inout JSONWriter, Item) -> Void) {
+    /// A list page: its items and the cursor of the next page, of `order` (insertion order when nil).
+    package mutating func page<Record: FieldRecord>(
+        _ page: Page<Record>, order: ListOrder<Record.Field>? = nil, item write: (inout JSONWriter, Record) -> Void
+    ) {
         beginObject()
         key("items")
         beginArray()
         for item in page.items { write(&self, item) }
         endArray()
         key("nextCursor")
-        string(page.next.map(Cursor.encode))
+        if page.next != nil, let order, let last = page.items.last {
+            string(Cursor.encode(last.position(in: order), in: order))
+        } else {
+            string(page.next.map(Cursor.encode))
+        }
         endObject()
     }
 }

@@ -120,6 +120,13 @@ extension EventStreams {
         let fields = try query.string("fields")
         switch target {
         case .books:
+            // A list's order, search and window are not a stream's (yet): refused, never ignored,
+            // so that no client takes a stream of every matching book for a sorted window.
+            if let listOnly = ["sort", "q", "limit", "cursor"].first(where: query.names.contains) {
+                throw .badRequest(
+                    "\(listOnly) is a parameter of GET /books, not of a stream: /books/events sends every matching book."
+                )
+            }
             let filter = try query.bookFilter()
             let selection = try FieldSelection<BookField>(parsing: fields)
             return SubscriptionRequest(

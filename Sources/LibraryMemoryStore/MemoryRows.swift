@@ -94,20 +94,24 @@ final class MemoryRows: RecordRows {
 
     func library(id: String) throws -> LibraryRecord? { data.libraries[id] }
 
-    func libraries(after seq: Int, limit: Int, among: Set<String>?) throws -> Page<LibraryRecord> {
-        page(data.libraryOrder, after: seq, limit: limit) { id in
-            among.map { $0.contains(id) } ?? true ? data.libraries[id] : nil
-        }
+    func libraries(sortedBy order: ListOrder<LibraryField>?, after start: ListStart, limit: Int, among: Set<String>?)
+        throws -> Page<LibraryRecord>
+    {
+        let row = { (id: String) in among.map { $0.contains(id) } ?? true ? self.data.libraries[id] : nil }
+        guard let order else { return page(data.libraryOrder, after: start.seq, limit: limit, row) }
+        return sortedPage(data.libraryOrder, order, after: start, limit: limit, row)
     }
 
     func book(id: String) throws -> BookRecord? { data.books[id] }
 
-    func books(_ filter: BookFilter, after seq: Int, limit: Int, among: Set<String>?) throws -> Page<BookRecord> {
-        page(data.bookOrder, after: seq, limit: limit) { id in
-            data.books[id].flatMap { book in
-                filter.matches(book.keys) && among.map { $0.contains(book.library) } ?? true ? book : nil
+    func books(_ query: BookQuery, after start: ListStart, limit: Int, among: Set<String>?) throws -> Page<BookRecord> {
+        let row = { (id: String) in
+            self.data.books[id].flatMap { book in
+                query.matches(book) && among.map { $0.contains(book.library) } ?? true ? book : nil
             }
         }
+        guard let order = query.order else { return page(data.bookOrder, after: start.seq, limit: limit, row) }
+        return sortedPage(data.bookOrder, order, after: start, limit: limit, row)
     }
 
     func rememberedAnswer(forKey key: String, now: Int) throws -> RememberedAnswer? {
@@ -126,6 +130,21 @@ final class MemoryRows: RecordRows {
             items.append(record)
         }
         return Page(items: items, next: nil)
+    }
+
+    /// Up to `limit` rows that `row` gives, in `order` from `start`: every row is read and sorted
+    /// (this store has no index; it serves tests and previews, at their sizes).
+    private func sortedPage<Record: FieldRecord>(
+        _ entries: [MemoryData.Entry], _ order: ListOrder<Record.Field>, after start: ListStart, limit: Int,
+        _ row: (String) -> Record?
+    ) -> Page<Record> {
+        var rows = entries.compactMap { row($0.id) }.map { ($0.position(in: order), $0) }
+        if case .sorted(let after?) = start {
+            rows.removeAll { !order.precedes(after.key, after.id, $0.0.key, $0.0.id) }
+        }
+        rows.sort { order.precedes($0.0.key, $0.0.id, $1.0.key, $1.0.id) }
+        let items = rows.prefix(limit).map(\.1)
+        return Page(items: Array(items), next: rows.count > limit ? items.last!.seq : nil)
     }
 
     // MARK: Writes

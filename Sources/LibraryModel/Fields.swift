@@ -40,6 +40,8 @@ public struct FieldDescriptor: Sendable, Hashable {
     public let writable: Bool
     /// Whether a collection of books is filtered by it (`/books?author=…`).
     public let filterable: Bool
+    /// Whether a list is sorted by it (`/books?sort=title`, `sort=-title`).
+    public let sortable: Bool
     /// Whether every write of the resource sets it, by itself: the version (one more) and the time
     /// of the write.
     public let stamped: Bool
@@ -51,8 +53,8 @@ public struct FieldDescriptor: Sendable, Hashable {
 
     init(
         _ name: String, column: String, _ kind: FieldKind, nullable: Bool = false, writable: Bool = false,
-        filterable: Bool = false, stamped: Bool = false, default defaultValue: FieldValue? = nil,
-        rule: FieldRule? = nil
+        filterable: Bool = false, sortable: Bool = false, stamped: Bool = false,
+        default defaultValue: FieldValue? = nil, rule: FieldRule? = nil
     ) {
         self.name = name
         self.column = column
@@ -60,6 +62,7 @@ public struct FieldDescriptor: Sendable, Hashable {
         self.nullable = nullable
         self.writable = writable
         self.filterable = filterable
+        self.sortable = sortable
         self.stamped = stamped
         self.defaultValue = defaultValue ?? (nullable ? .null : nil)
         self.rule = rule
@@ -108,13 +111,15 @@ public enum LibraryField: Int, ResourceField {
     private var row: FieldDescriptor {
         switch self {
         case .id: FieldDescriptor("id", column: "id", .identifier)
-        case .name: FieldDescriptor("name", column: "name", .text, writable: true, rule: .length(1...200))
+        case .name:
+            FieldDescriptor("name", column: "name", .text, writable: true, sortable: true, rule: .length(1...200))
         case .address:
             FieldDescriptor("address", column: "address", .text, nullable: true, writable: true, rule: .length(0...500))
-        case .bookCount: FieldDescriptor("bookCount", column: "book_count", .integer)
+        case .bookCount: FieldDescriptor("bookCount", column: "book_count", .integer, sortable: true)
         case .version: FieldDescriptor("version", column: "version", .integer, stamped: true)
-        case .createdAt: FieldDescriptor("createdAt", column: "created_at", .timestamp)
-        case .updatedAt: FieldDescriptor("updatedAt", column: "updated_at", .timestamp, stamped: true)
+        case .createdAt: FieldDescriptor("createdAt", column: "created_at", .timestamp, sortable: true)
+        case .updatedAt:
+            FieldDescriptor("updatedAt", column: "updated_at", .timestamp, sortable: true, stamped: true)
         }
     }
 }
@@ -140,22 +145,24 @@ public enum BookField: Int, ResourceField {
         case .libraryId:
             FieldDescriptor(
                 "libraryId", column: "library_id", .identifier, writable: true, filterable: true, rule: .uuid)
-        case .title: FieldDescriptor("title", column: "title", .text, writable: true, rule: .length(1...500))
+        case .title:
+            FieldDescriptor("title", column: "title", .text, writable: true, sortable: true, rule: .length(1...500))
         case .author:
             FieldDescriptor(
-                "author", column: "author", .text, writable: true, filterable: true, default: .string(""),
-                rule: .length(0...300))
+                "author", column: "author", .text, writable: true, filterable: true, sortable: true,
+                default: .string(""), rule: .length(0...300))
         case .isbn: FieldDescriptor("isbn", column: "isbn", .text, nullable: true, writable: true, rule: .isbn)
         case .publishedYear:
             FieldDescriptor(
-                "publishedYear", column: "published_year", .integer, nullable: true, writable: true,
+                "publishedYear", column: "published_year", .integer, nullable: true, writable: true, sortable: true,
                 rule: .range(-9999...9999))
         case .available:
             FieldDescriptor(
                 "available", column: "available", .boolean, writable: true, filterable: true, default: .bool(true))
         case .version: FieldDescriptor("version", column: "version", .integer, stamped: true)
-        case .createdAt: FieldDescriptor("createdAt", column: "created_at", .timestamp)
-        case .updatedAt: FieldDescriptor("updatedAt", column: "updated_at", .timestamp, stamped: true)
+        case .createdAt: FieldDescriptor("createdAt", column: "created_at", .timestamp, sortable: true)
+        case .updatedAt:
+            FieldDescriptor("updatedAt", column: "updated_at", .timestamp, sortable: true, stamped: true)
         }
     }
 }

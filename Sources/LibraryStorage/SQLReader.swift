@@ -22,18 +22,14 @@ package struct SQLReader: LibraryReader {
         try session.first("SELECT \(Tables.libraries.columns) FROM libraries WHERE id = ?", [.text(id)], Self.library)
     }
 
-    /// Libraries after `seq`, in insertion order; among those ids only, when given.
-    package func libraries(after seq: Int, limit: Int, among: Set<String>?) throws -> Page<LibraryRecord> {
-        var conditions = ["seq > ?"]
-        var values: [SQLiteValue] = [.int(seq)]
-        if let among {
-            conditions.append(Self.among("id", session.engine))
-            values.append(Self.idList(among, session.engine))
-        }
-        values.append(.int(limit + 1))
-        let rows = try session.map(
-            "SELECT \(Tables.libraries.columns) FROM libraries WHERE \(conditions.joined(separator: " AND ")) ORDER BY seq LIMIT ?",
-            values, Self.library)
+    /// A page of libraries in `order` (insertion order when nil) from `start`; among those ids only,
+    /// when given.
+    package func libraries(
+        sortedBy order: ListOrder<LibraryField>?, after start: ListStart, limit: Int, among: Set<String>?
+    ) throws -> Page<LibraryRecord> {
+        let (sql, values) = Self.librariesQuery(
+            sortedBy: order, after: start, limit: limit, among: among, session.engine)
+        let rows = try session.map(sql, values, Self.library)
         return Self.page(consume rows, limit: limit, seq: \.seq)
     }
 
@@ -41,36 +37,114 @@ package struct SQLReader: LibraryReader {
         try session.first("SELECT \(Tables.books.columns) FROM books WHERE id = ?", [.text(id)], Self.book)
     }
 
-    /// Books matching `filter` after `seq`, in insertion order.
-    package func books(_ filter: BookFilter, after seq: Int, limit: Int, among: Set<String>?) throws -> Page<BookRecord>
+    /// A page of the books `query` lists, from `start`.
+    package func books(_ query: BookQuery, after start: ListStart, limit: Int, among: Set<String>?) throws
+        -> Page<BookRecord>
     {
-        let (sql, values) = Self.booksQuery(filter, after: seq, limit: limit, among: among, session.engine)
-        let rows = try session.map(sql, values, Self.book)
+        let (sql, values) = Self.booksQuery(query, after: start, limit: limit, among: among, session.engine)
+        let rows = try session.map(sql, values, planEachTime: query.search != nil, Self.book)
         return Self.page(consume rows, limit: limit, seq: \.seq)
     }
 
-    /// The SQL and values of one filtered page of books, in `seq` order.
-    ///
-    /// Every combination of filters has an index of its equality columns followed by `seq`
-    /// (Migrations/0001 and 0003), which a test checks with `EXPLAIN QUERY PLAN`.
-    package static func booksQuery(
-        _ filter: BookFilter, after seq: Int, limit: Int, among: Set<String>? = nil,
+    /// The SQL and values of one page of libraries.
+    package static func librariesQuery(
+        sortedBy order: ListOrder<LibraryField>?, after start: ListStart, limit: Int, among: Set<String>? = nil,
         _ engine: SQLSession.Engine = .sqlite
     ) -> (String, [SQLiteValue]) {
-        var conditions = ["seq > ?"]
-        var values: [SQLiteValue] = [.int(seq)]
-        for (field, value) in filter.conditions {
-            conditions.append("\(field.descriptor.column) = ?")
-            values.append(SQLiteValue(value))
+        var query = Conditions()
+        if let among { query.add(Self.among("id", engine), idList(among, engine)) }
+        return query.page(of: Tables.libraries.columns, from: "libraries", order, start, limit: limit, engine)
+    }
+
+    /// The SQL and values of one page of books.
+    ///
+    /// - In insertion order, every combination of filters has an index of its equality columns
+    ///   followed by `seq` (Migrations/0001 and 0003).
+    /// - Sorted, the library (or none) and the sort key have an index ending with `id`
+    ///   (Migrations/0009, postgres/0005): a page is a range of it, from the cursor on. The other
+    ///   filters are tested on the rows of that range.
+    /// - Searched, the rows come from the search index (SQLite's FTS5 trigram table, PostgreSQL's
+    ///   pg_trgm indexes), are tested with `LIKE` (ASCII letters without case) and sorted.
+    ///
+    /// Tests check each with `EXPLAIN QUERY PLAN` (SQLite) and `EXPLAIN` (PostgreSQL).
+    package static func booksQuery(
+        _ query: BookQuery, after start: ListStart, limit: Int, among: Set<String>? = nil,
+        _ engine: SQLSession.Engine = .sqlite
+    ) -> (String, [SQLiteValue]) {
+        var conditions = Conditions()
+        for (field, value) in query.filter.conditions {
+            conditions.add("\(field.descriptor.column) = ?", SQLiteValue(value))
         }
         if let among {
-            conditions.append(Self.among(BookField.libraryId.descriptor.column, engine))
-            values.append(idList(among, engine))
+            conditions.add(Self.among(BookField.libraryId.descriptor.column, engine), idList(among, engine))
         }
-        values.append(.int(limit + 1))
-        let sql =
-            "SELECT \(Tables.books.columns) FROM books WHERE \(conditions.joined(separator: " AND ")) ORDER BY seq LIMIT ?"
-        return (sql, values)
+        var table = "books"
+        if let search = query.search {
+            let pattern = SQLiteValue.text(search.likePattern)
+            switch engine {
+            case .sqlite:
+                // The search's rows first, whatever other index could serve the order (`CROSS
+                // JOIN` keeps the tables in this order): the planner has no statistics to tell a
+                // rare text from a common one, and a scan of a library in order is the worse guess.
+                table =
+                    "(SELECT rowid AS hit FROM books_search WHERE books_search MATCH ?) CROSS JOIN books ON seq = hit"
+                conditions.values.insert(.text(search.phrase), at: 0)  // its `?` comes before the WHERE's
+                conditions.add(#"(title LIKE ? ESCAPE '\' OR author LIKE ? ESCAPE '\')"#, pattern, pattern)
+            case .postgres:
+                conditions.add(
+                    #"(title COLLATE "C" ILIKE ? ESCAPE '\' OR author ILIKE ? ESCAPE '\')"#, pattern, pattern)
+            }
+        }
+        return conditions.page(of: Tables.books.columns, from: table, query.order, start, limit: limit, engine)
+    }
+
+    /// A field's sort key as the engine's indexes hold it (`SortKey` says what it is).
+    static func sortKey(_ field: FieldDescriptor, _ engine: SQLSession.Engine) -> String {
+        switch (field.kind, engine) {
+        case (.text, .sqlite): "\(field.column) COLLATE NOCASE"
+        case (.text, .postgres): "lower(\(field.column) COLLATE \"C\")"
+        case (.timestamp, .sqlite): field.column
+        case (.timestamp, .postgres): "(\(field.column) COLLATE \"C\")"
+        case (.integer, _) where field.nullable: "coalesce(\(field.column), \(SortKey.missingNumber))"
+        case (.integer, _), (.boolean, _), (.identifier, _): field.column
+        }
+    }
+
+    /// The `WHERE` of a page, built up, and the values of its `?`s in order.
+    private struct Conditions {
+        var terms: [String] = []
+        var values: [SQLiteValue] = []
+
+        mutating func add(_ term: String, _ values: SQLiteValue...) {
+            terms.append(term)
+            self.values += values
+        }
+
+        /// The page's statement: in insertion order after a `seq`, or in `order` after a position
+        /// (the key at least the cursor's, and past it on the key or the id: the index's range
+        /// starts at the key, and only rows tied with the cursor's are stepped over).
+        mutating func page<Field: ResourceField>(
+            of columns: String, from table: String, _ order: ListOrder<Field>?, _ start: ListStart, limit: Int,
+            _ engine: SQLSession.Engine
+        ) -> (String, [SQLiteValue]) {
+            let orderBy: String
+            if let order {
+                let key = SQLReader.sortKey(order.field.descriptor, engine)
+                let (direction, after, beyond) = order.descending ? ("DESC", "<=", "<") : ("ASC", ">=", ">")
+                if let position = start.position {
+                    let value = SQLiteValue(position.key)
+                    add("\(key) \(after) ?", value)
+                    add("(\(key) \(beyond) ? OR id \(beyond) ?)", value, .text(position.id))
+                }
+                orderBy = "\(key) \(direction), id \(direction)"
+            } else {
+                add("seq > ?", .int(start.seq))
+                orderBy = "seq"
+            }
+            values.append(.int(limit + 1))
+            let filter = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
+            return ("SELECT \(columns) FROM \(table)\(filter) ORDER BY \(orderBy) LIMIT ?", values)
+        }
     }
 
     /// `column` is one of the ids of a list given as one parameter (`idList`): a statement of

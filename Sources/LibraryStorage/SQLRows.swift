@@ -20,12 +20,14 @@ final class SQLRows: RecordRows {
 
     func ping() throws { try reader.ping() }
     func library(id: String) throws -> LibraryRecord? { try reader.library(id: id) }
-    func libraries(after seq: Int, limit: Int, among: Set<String>?) throws -> Page<LibraryRecord> {
-        try reader.libraries(after: seq, limit: limit, among: among)
+    func libraries(sortedBy order: ListOrder<LibraryField>?, after start: ListStart, limit: Int, among: Set<String>?)
+        throws -> Page<LibraryRecord>
+    {
+        try reader.libraries(sortedBy: order, after: start, limit: limit, among: among)
     }
     func book(id: String) throws -> BookRecord? { try reader.book(id: id) }
-    func books(_ filter: BookFilter, after seq: Int, limit: Int, among: Set<String>?) throws -> Page<BookRecord> {
-        try reader.books(filter, after: seq, limit: limit, among: among)
+    func books(_ query: BookQuery, after start: ListStart, limit: Int, among: Set<String>?) throws -> Page<BookRecord> {
+        try reader.books(query, after: start, limit: limit, among: among)
     }
     func rememberedAnswer(forKey key: String, now: Int) throws -> RememberedAnswer? {
         try reader.rememberedAnswer(forKey: key, now: now)

@@ -37,13 +37,18 @@ package enum SQLSession {
         }
     }
 
-    /// Every row `sql` returns, through `transform`.
-    package func map<T>(_ sql: String, _ values: [SQLiteValue] = [], _ transform: (SQLRow) throws -> T) throws -> [T] {
+    /// Every row `sql` returns, through `transform`. `planEachTime` has PostgreSQL plan the
+    /// statement with its values every time, never with a plan kept for any values: a search's
+    /// index is of use only for the text searched (pg_trgm reads the pattern's trigrams).
+    package func map<T>(
+        _ sql: String, _ values: [SQLiteValue] = [], planEachTime: Bool = false, _ transform: (SQLRow) throws -> T
+    ) throws -> [T] {
         switch self {
         case .sqlite(let connection):
             return try connection.statement(sql).map(values) { try transform(SQLRow(.sqlite($0))) }
         case .postgres(let connection):
-            let result = try connection.query(Self.postgresSQL(sql), values.map(Self.postgresValue))
+            let (sql, values) = (Self.postgresSQL(sql), values.map(Self.postgresValue))
+            let result = try planEachTime ? connection.execute(sql, values) : connection.query(sql, values)
             return try (0..<result.count).map { try transform(SQLRow(.postgres(result, $0))) }
         }
     }

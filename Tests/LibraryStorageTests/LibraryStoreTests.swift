@@ -39,7 +39,7 @@ import Testing
 
     @Test(arguments: filterCombinations)
     func bookFilters_EachUseAnIndexThatFitsThem(filter: BookFilter) throws {
-        let (sql, values) = SQLReader.booksQuery(filter, after: 10, limit: 50)
+        let (sql, values) = SQLReader.booksQuery(BookQuery(filter), after: .seq(10), limit: 50)
         let plan = try store.writeAndWait { writer in
             try writer.connection!.statement("EXPLAIN QUERY PLAN " + sql).map(values) { $0.text(3) }
         }
@@ -54,6 +54,101 @@ import Testing
             #expect(text.contains("INTEGER PRIMARY KEY (rowid>?)"), "\(text)")
         } else {
             #expect(text.contains("(" + (expected + ["seq>?"]).joined(separator: " AND ") + ")"), "\(text)")
+        }
+    }
+
+    /// The plan of a query, one line per step.
+    private func plan(_ query: (String, [SQLiteValue])) throws -> String {
+        try store.writeAndWait { writer in
+            try writer.connection!.statement("EXPLAIN QUERY PLAN " + query.0).map(query.1) { $0.text(3) }
+        }.joined(separator: " | ")
+    }
+
+    static let sortedBookOrders = BookField.allCases.filter(\.descriptor.sortable).flatMap {
+        [ListOrder($0), ListOrder($0, descending: true)]
+    }
+
+    /// A sorted page, of one library or of every book, first or later, is a range of the index of
+    /// its sort key (Migrations/0009): no sort, whatever the direction.
+    @Test(arguments: sortedBookOrders)
+    func sortedBookPages_AreARangeOfTheirKeysIndex(order: ListOrder<BookField>) throws {
+        let index =
+            switch order.field {
+            case .title: "title"
+            case .author: "author_id"
+            case .publishedYear: "published_year"
+            case .createdAt: "created_at"
+            default: "updated_at"
+            }
+        let key: FieldValue = order.field == .publishedYear ? .int(1965) : .string("dune")
+        for library in [nil, "3f2a9c1e-8b4d-4e6f-9a1b-2c3d4e5f6a7b"] {
+            for start in [ListStart.sorted(nil), .sorted(SortPosition(key: key, id: "b"))] {
+                var filter = BookFilter()
+                filter.library = library
+                let text = try plan(
+                    SQLReader.booksQuery(BookQuery(filter, order: order), after: start, limit: 50))
+                let name = library == nil ? "books_by_\(index)" : "books_by_library_\(index)"
+                #expect(text.contains("USING INDEX \(name) ") || text.hasSuffix("USING INDEX \(name)"), "\(text)")
+                #expect(!text.contains("TEMP B-TREE"), "\(text)")
+                if library != nil { #expect(text.contains("library_id=?"), "\(text)") }
+                if start.position != nil { #expect(text.contains(order.descending ? "<?" : ">?"), "a range: \(text)") }
+            }
+        }
+    }
+
+    @Test(arguments: LibraryField.allCases.filter(\.descriptor.sortable))
+    func sortedLibraryPages_AreARangeOfTheirKeysIndex(field: LibraryField) throws {
+        let name = ["name": "name", "createdAt": "created_at", "updatedAt": "updated_at", "bookCount": "book_count"][
+            field.name]!
+        for order in [ListOrder(field), ListOrder(field, descending: true)] {
+            let key: FieldValue = field == .bookCount ? .int(3) : .string("x")
+            let text = try plan(
+                SQLReader.librariesQuery(sortedBy: order, after: .sorted(SortPosition(key: key, id: "l")), limit: 50))
+            #expect(text.contains("USING INDEX libraries_by_\(name) "), "\(text)")
+            #expect(!text.contains("TEMP B-TREE"), "\(text)")
+        }
+    }
+
+    /// A search reads the rows of the FTS5 trigram index, never the books table in any order.
+    @Test(arguments: [nil, ListOrder(BookField.title), ListOrder(BookField.updatedAt, descending: true)])
+    func searchedPages_ReadTheSearchIndexFirst(order: ListOrder<BookField>?) throws {
+        let filter = BookFilter([.libraryId: .string("3f2a9c1e-8b4d-4e6f-9a1b-2c3d4e5f6a7b")])
+        let query = BookQuery(filter, search: TextSearch("dune"), order: order)
+        let text = try plan(SQLReader.booksQuery(query, after: order == nil ? .seq(0) : .sorted(nil), limit: 50))
+        #expect(text.hasPrefix("SCAN books_search VIRTUAL TABLE"), "\(text)")
+        #expect(text.contains("SEARCH books USING INTEGER PRIMARY KEY (rowid=?)"), "\(text)")
+        #expect(!text.contains("SCAN books "), "\(text)")
+    }
+
+    /// The search index follows every insert, title or author change and delete, a library's
+    /// cascade included, as FTS5's own check finds.
+    @Test func searchIndex_FollowsEveryWrite() throws {
+        let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L")) }
+        let other = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "M")) }
+        let dune = try store.writeAndWait {
+            try $0.createBook(BookDraft(libraryId: library.id, title: "Dune", author: "Frank Herbert"))
+        }
+        _ = try store.writeAndWait {
+            try $0.createBook(BookDraft(libraryId: other.id, title: "Dune Messiah", author: "Frank Herbert"))
+        }
+        func found(_ text: String) throws -> [String] {
+            try store.readAndWait {
+                try $0.books(BookQuery(search: TextSearch(text)), after: .seq(0), limit: 50, among: nil)
+            }
+            .items.map(\.title)
+        }
+        #expect(try found("UNE") == ["Dune", "Dune Messiah"])
+        #expect(try found("herb") == ["Dune", "Dune Messiah"])
+        var patch = BookPatch()
+        patch[.title] = .string("Children of Dune")
+        patch[.author] = .string("F. H.")
+        _ = try store.writeAndWait { [patch] in try $0.patchBook(id: dune.id, if: .none, patch) }
+        #expect(try found("herb") == ["Dune Messiah"])
+        #expect(try found("children") == ["Children of Dune"])
+        _ = try store.writeAndWait { try $0.deleteLibrary(id: other.id, if: .none) }
+        #expect(try found("dune") == ["Children of Dune"])
+        try store.writeAndWait { writer in
+            try writer.connection!.execute("INSERT INTO books_search (books_search) VALUES ('integrity-check')")
         }
     }
 
@@ -472,7 +567,7 @@ import Testing
         let (path, a, b, x) = try Self.oldShapeDatabase()
         defer { try? FileManager.default.removeItem(atPath: path) }
         let store = try SQLiteLibraryStore(path: path, history: 10)
-        #expect(store.appliedMigrations.map(\.version) == [4, 5, 6, 7, 8])
+        #expect(store.appliedMigrations.map(\.version) == [4, 5, 6, 7, 8, 9])
         #expect(try store.latestCommittedSeq() == 6)
 
         let book = Self.describe(try Self.replay(store, .book(x), after: 0))

@@ -4,12 +4,15 @@ import JSON
 import LibraryDomain
 
 extension LibraryAPI {
-    /// `GET /books` (filtered by the table's filterable fields) or `GET /libraries/{id}/books`.
+    /// `GET /books` (filtered by the table's filterable fields, searched with `q`, sorted with
+    /// `sort`) or `GET /libraries/{id}/books`.
     func listBooks(in libraryID: String?, _ exchange: Exchange) throws(APIError) {
         let query = try QueryParameters(exchange.request.query)
-        let (limit, after) = (try query.limit(), try query.cursor())
+        let limit = try query.limit()
         let fields = try FieldSelection<BookField>(parsing: query.string("fields"))
         let filter = try query.bookFilter(in: libraryID)
+        let order = try query.order(of: BookField.self)
+        let (start, books) = (try query.start(in: order), BookQuery(filter, search: try query.search(), order: order))
         let rights = exchange.principal.rights
         // A filter naming a library the principal cannot read is a 404: decided by the rights
         // alone, so it says nothing about whether that library exists.
@@ -20,9 +23,9 @@ extension LibraryAPI {
             if let libraryID, try reader.library(id: libraryID) == nil || !rights.reads(libraryID) {
                 throw StoreError(.notFound)
             }
-            let page = try reader.books(filter, after: after, limit: limit, among: rights.readable)
+            let page = try reader.books(books, after: start, limit: limit, among: rights.readable)
             var json = JSONWriter(capacity: 64 + page.items.count * 300)
-            json.page(page) { $0.book($1, fields) }
+            json.page(page, order: order) { $0.book($1, fields) }
             return .json(.ok, json.bytes)
         }
     }

@@ -6,13 +6,15 @@ import LibraryDomain
 extension LibraryAPI {
     func listLibraries(_ exchange: Exchange) throws(APIError) {
         let query = try QueryParameters(exchange.request.query)
-        let (limit, after) = (try query.limit(), try query.cursor())
+        let limit = try query.limit()
         let fields = try FieldSelection<LibraryField>(parsing: query.string("fields"))
+        let order = try query.order(of: LibraryField.self)
+        let start = try query.start(in: order)
         let readable = exchange.principal.rights.readable
         exchange.read("library") { reader in
-            let page = try reader.libraries(after: after, limit: limit, among: readable)
+            let page = try reader.libraries(sortedBy: order, after: start, limit: limit, among: readable)
             var json = JSONWriter(capacity: 64 + page.items.count * 200)
-            json.page(page) { $0.library($1, fields) }
+            json.page(page, order: order) { $0.library($1, fields) }
             return .json(.ok, json.bytes)
         }
     }

@@ -10,6 +10,9 @@ package protocol FieldRecord: Sendable, Equatable {
     /// The value of one field.
     subscript(field: Field) -> FieldValue { get }
 
+    /// The public id (the `id` field).
+    var id: String { get }
+
     /// Insertion order, the key lists page by. Not part of the public representation.
     var seq: Int { get }
 

@@ -17,15 +17,17 @@ package protocol LibraryReader {
 
     func library(id: String) throws -> LibraryRecord?
 
-    /// Libraries after `seq`, in insertion order; only those whose id is in `among`, when given
-    /// (what a principal may read).
-    func libraries(after seq: Int, limit: Int, among: Set<String>?) throws -> Page<LibraryRecord>
+    /// A page of libraries in `order` (insertion order when nil) from `start`; only those whose id
+    /// is in `among`, when given (what a principal may read). `start` is `.seq` exactly when
+    /// `order` is nil.
+    func libraries(sortedBy order: ListOrder<LibraryField>?, after start: ListStart, limit: Int, among: Set<String>?)
+        throws -> Page<LibraryRecord>
 
     func book(id: String) throws -> BookRecord?
 
-    /// Books matching `filter` after `seq`, in insertion order; only those of a library in
-    /// `among`, when given (what a principal may read).
-    func books(_ filter: BookFilter, after seq: Int, limit: Int, among: Set<String>?) throws -> Page<BookRecord>
+    /// A page of the books `query` lists, from `start`; only those of a library in `among`, when
+    /// given (what a principal may read). `start` is `.seq` exactly when the query has no order.
+    func books(_ query: BookQuery, after start: ListStart, limit: Int, among: Set<String>?) throws -> Page<BookRecord>
 
     /// The answer kept for an `Idempotency-Key`, if any and kept since `now` (seconds since 1970)
     /// minus `RememberedAnswer.retention` at most: an older one is expired, even before it is pruned.
@@ -33,14 +35,16 @@ package protocol LibraryReader {
 }
 
 extension LibraryReader {
-    /// Libraries after `seq`, in insertion order.
-    package func libraries(after seq: Int, limit: Int) throws -> Page<LibraryRecord> {
-        try libraries(after: seq, limit: limit, among: nil)
+    /// Libraries after `seq`, in insertion order; among those ids only, when given.
+    package func libraries(after seq: Int, limit: Int, among: Set<String>? = nil) throws -> Page<LibraryRecord> {
+        try libraries(sortedBy: nil, after: .seq(seq), limit: limit, among: among)
     }
 
-    /// Books matching `filter` after `seq`, in insertion order.
-    package func books(_ filter: BookFilter, after seq: Int, limit: Int) throws -> Page<BookRecord> {
-        try books(filter, after: seq, limit: limit, among: nil)
+    /// Books matching `filter` after `seq`, in insertion order; of those libraries only, when given.
+    package func books(_ filter: BookFilter, after seq: Int, limit: Int, among: Set<String>? = nil) throws
+        -> Page<BookRecord>
+    {
+        try books(BookQuery(filter), after: .seq(seq), limit: limit, among: among)
     }
 }
 
