@@ -5,14 +5,21 @@
 -- of one index from the cursor on, read forwards (`sort=title`) or backwards (`sort=-title`). The
 -- keys are what Migrations/postgres/0005 indexes too, so both engines give one order:
 -- - text in `COLLATE NOCASE`: ASCII letters without case, everything else byte for byte;
--- - `published_year` as `coalesce(published_year, -10000)`: a missing year before every year;
+-- - `published_year` as `coalesce(published_year, -10000)`: a missing year before every year,
+--   kept as a virtual generated column (computed when read, stored only in its indexes), because
+--   SQLite compares a row value such as `(published_year_key, id) > (?, ?)` with an index range on
+--   columns, not on expressions;
 -- - timestamps and counts as they are.
+-- A page after a cursor is the range `(key, id) > (?, ?)` of the index (`<` descending), so rows
+-- tied on the key (a bulk import's one `updatedAt`) are skipped by the index, not stepped over.
+ALTER TABLE books ADD COLUMN published_year_key INTEGER
+    GENERATED ALWAYS AS (coalesce(published_year, -10000)) VIRTUAL;
 CREATE INDEX books_by_title ON books (title COLLATE NOCASE, id);
 CREATE INDEX books_by_library_title ON books (library_id, title COLLATE NOCASE, id);
 CREATE INDEX books_by_author_id ON books (author COLLATE NOCASE, id);
 CREATE INDEX books_by_library_author_id ON books (library_id, author COLLATE NOCASE, id);
-CREATE INDEX books_by_published_year ON books (coalesce(published_year, -10000), id);
-CREATE INDEX books_by_library_published_year ON books (library_id, coalesce(published_year, -10000), id);
+CREATE INDEX books_by_published_year ON books (published_year_key, id);
+CREATE INDEX books_by_library_published_year ON books (library_id, published_year_key, id);
 CREATE INDEX books_by_created_at ON books (created_at, id);
 CREATE INDEX books_by_library_created_at ON books (library_id, created_at, id);
 CREATE INDEX books_by_updated_at ON books (updated_at, id);

@@ -41,7 +41,16 @@ package struct SQLReader: LibraryReader {
     package func books(_ query: BookQuery, after start: ListStart, limit: Int, among: Set<String>?) throws
         -> Page<BookRecord>
     {
-        let (sql, values) = Self.booksQuery(query, after: start, limit: limit, among: among, session.engine)
+        var fromSearchIndex = true
+        if let search = query.search, session.engine == .sqlite {
+            let candidates = try session.first(
+                "SELECT count(*) FROM (SELECT 1 FROM books_search WHERE books_search MATCH ? LIMIT ?)",
+                [.text(search.phrase), .int(Self.commonSearch)]
+            ) { $0.int(0) }
+            fromSearchIndex = candidates ?? 0 < Self.commonSearch
+        }
+        let (sql, values) = Self.booksQuery(
+            query, after: start, limit: limit, among: among, fromSearchIndex: fromSearchIndex, session.engine)
         let rows = try session.map(sql, values, planEachTime: query.search != nil, Self.book)
         return Self.page(consume rows, limit: limit, seq: \.seq)
     }
@@ -64,12 +73,15 @@ package struct SQLReader: LibraryReader {
     ///   (Migrations/0009, postgres/0005): a page is a range of it, from the cursor on. The other
     ///   filters are tested on the rows of that range.
     /// - Searched, the rows come from the search index (SQLite's FTS5 trigram table, PostgreSQL's
-    ///   pg_trgm indexes), are tested with `LIKE` (ASCII letters without case) and sorted.
+    ///   pg_trgm indexes), are tested with `LIKE` (ASCII letters without case) and sorted; on
+    ///   SQLite, a text found in `commonSearch` books or more is read in the list's order instead
+    ///   (`fromSearchIndex` false), each row tested with `LIKE`. PostgreSQL's planner makes that
+    ///   choice itself, from its statistics.
     ///
     /// Tests check each with `EXPLAIN QUERY PLAN` (SQLite) and `EXPLAIN` (PostgreSQL).
     package static func booksQuery(
         _ query: BookQuery, after start: ListStart, limit: Int, among: Set<String>? = nil,
-        _ engine: SQLSession.Engine = .sqlite
+        fromSearchIndex: Bool = true, _ engine: SQLSession.Engine = .sqlite
     ) -> (String, [SQLiteValue]) {
         var conditions = Conditions()
         for (field, value) in query.filter.conditions {
@@ -82,6 +94,8 @@ package struct SQLReader: LibraryReader {
         if let search = query.search {
             let pattern = SQLiteValue.text(search.likePattern)
             switch engine {
+            case .sqlite where !fromSearchIndex:
+                conditions.add(#"(title LIKE ? ESCAPE '\' OR author LIKE ? ESCAPE '\')"#, pattern, pattern)
             case .sqlite:
                 // The search's rows first, whatever other index could serve the order (`CROSS
                 // JOIN` keeps the tables in this order): the planner has no statistics to tell a
@@ -98,15 +112,32 @@ package struct SQLReader: LibraryReader {
         return conditions.page(of: Tables.books.columns, from: table, query.order, start, limit: limit, engine)
     }
 
-    /// A field's sort key as the engine's indexes hold it (`SortKey` says what it is).
-    static func sortKey(_ field: FieldDescriptor, _ engine: SQLSession.Engine) -> String {
+    /// How many books a text must be found in for SQLite to read a searched page in the list's
+    /// order, testing each row, instead of from the search index: a text in this many books or
+    /// more is common enough that a page of 50 comes after reading a few hundred rows of the
+    /// order's index, where sorting every book that holds it would read them all. Fewer, and
+    /// the search index's rows are read and sorted: at most this many. (The count is over every
+    /// library: a text common elsewhere but rare in the library listed reads that library.)
+    static let commonSearch = 2_000
+
+    /// A field's sort key as the engine's indexes hold it (`SortKey` says what it is): the
+    /// expression lists are ordered by, and how a row value after a cursor compares with it (an
+    /// index range on both engines: `(key, id) > (?, ?)`).
+    static func sortKey(_ field: FieldDescriptor, _ engine: SQLSession.Engine) -> (
+        order: String, compared: String, parameter: String
+    ) {
+        let column = field.column
         switch (field.kind, engine) {
-        case (.text, .sqlite): "\(field.column) COLLATE NOCASE"
-        case (.text, .postgres): "lower(\(field.column) COLLATE \"C\")"
-        case (.timestamp, .sqlite): field.column
-        case (.timestamp, .postgres): "(\(field.column) COLLATE \"C\")"
-        case (.integer, _) where field.nullable: "coalesce(\(field.column), \(SortKey.missingNumber))"
-        case (.integer, _), (.boolean, _), (.identifier, _): field.column
+        // SQLite ranges over a column, so the row value holds the column and the cursor's value
+        // carries the index's collation.
+        case (.text, .sqlite): return ("\(column) COLLATE NOCASE", column, "? COLLATE NOCASE")
+        case (.text, .postgres): return ("lower(\(column) COLLATE \"C\")", "lower(\(column) COLLATE \"C\")", "?")
+        case (.timestamp, .postgres): return ("(\(column) COLLATE \"C\")", "(\(column) COLLATE \"C\")", "?")
+        case (.integer, .sqlite) where field.nullable: return (column + "_key", column + "_key", "?")
+        case (.integer, .postgres) where field.nullable:
+            let key = "coalesce(\(column), \(SortKey.missingNumber))"
+            return (key, key, "?")
+        case (.timestamp, .sqlite), (.integer, _), (.boolean, _), (.identifier, _): return (column, column, "?")
         }
     }
 
@@ -121,8 +152,7 @@ package struct SQLReader: LibraryReader {
         }
 
         /// The page's statement: in insertion order after a `seq`, or in `order` after a position
-        /// (the key at least the cursor's, and past it on the key or the id: the index's range
-        /// starts at the key, and only rows tied with the cursor's are stepped over).
+        /// (the row value of the key and the id past the cursor's: one range of the index).
         mutating func page<Field: ResourceField>(
             of columns: String, from table: String, _ order: ListOrder<Field>?, _ start: ListStart, limit: Int,
             _ engine: SQLSession.Engine
@@ -130,13 +160,13 @@ package struct SQLReader: LibraryReader {
             let orderBy: String
             if let order {
                 let key = SQLReader.sortKey(order.field.descriptor, engine)
-                let (direction, after, beyond) = order.descending ? ("DESC", "<=", "<") : ("ASC", ">=", ">")
+                let (direction, beyond) = order.descending ? ("DESC", "<") : ("ASC", ">")
                 if let position = start.position {
-                    let value = SQLiteValue(position.key)
-                    add("\(key) \(after) ?", value)
-                    add("(\(key) \(beyond) ? OR id \(beyond) ?)", value, .text(position.id))
+                    add(
+                        "(\(key.compared), id) \(beyond) (\(key.parameter), ?)", SQLiteValue(position.key),
+                        .text(position.id))
                 }
-                orderBy = "\(key) \(direction), id \(direction)"
+                orderBy = "\(key.order) \(direction), id \(direction)"
             } else {
                 add("seq > ?", .int(start.seq))
                 orderBy = "seq"

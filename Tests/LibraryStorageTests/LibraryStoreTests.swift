@@ -91,7 +91,10 @@ import Testing
                 #expect(text.contains("USING INDEX \(name) ") || text.hasSuffix("USING INDEX \(name)"), "\(text)")
                 #expect(!text.contains("TEMP B-TREE"), "\(text)")
                 if library != nil { #expect(text.contains("library_id=?"), "\(text)") }
-                if start.position != nil { #expect(text.contains(order.descending ? "<?" : ">?"), "a range: \(text)") }
+                if start.position != nil {
+                    #expect(
+                        text.contains("id)\(order.descending ? "<" : ">")(?,?)"), "a range from the cursor: \(text)")
+                }
             }
         }
     }
@@ -118,6 +121,55 @@ import Testing
         #expect(text.hasPrefix("SCAN books_search VIRTUAL TABLE"), "\(text)")
         #expect(text.contains("SEARCH books USING INTEGER PRIMARY KEY (rowid=?)"), "\(text)")
         #expect(!text.contains("SCAN books "), "\(text)")
+    }
+
+    /// A text found in many books is read in the list's order, each row tested, never from the
+    /// search index and sorted: the same index range as the list without `q`.
+    @Test(arguments: [nil, ListOrder(BookField.title), ListOrder(BookField.publishedYear, descending: true)])
+    func commonSearches_WalkTheListsOrder(order: ListOrder<BookField>?) throws {
+        let filter = BookFilter([.libraryId: .string("3f2a9c1e-8b4d-4e6f-9a1b-2c3d4e5f6a7b")])
+        let query = BookQuery(filter, search: TextSearch("dune"), order: order)
+        let start = order == nil ? ListStart.seq(5) : .sorted(SortPosition(key: .int(3), id: "b"))
+        let text = try plan(SQLReader.booksQuery(query, after: start, limit: 50, fromSearchIndex: false))
+        #expect(!text.contains("books_search") && !text.contains("TEMP B-TREE"), "\(text)")
+        #expect(text.hasPrefix("SEARCH books USING INDEX books_by_library"), "\(text)")
+    }
+
+    /// Both ways of reading a search give the same pages: a text in more books than
+    /// `SQLReader.commonSearch` (read in order) and one in fewer (read from the search index).
+    @Test func searches_PageAlikeWhetherTheTextIsCommonOrRare() throws {
+        let library = try store.writeAndWait { try $0.createLibrary(LibraryDraft(name: "L")) }
+        let count = SQLReader.commonSearch + 100
+        try store.writeAndWait { writer in
+            for index in 0..<count {
+                let title = "Book \(String(index * 7919 % count, radix: 36))" + (index % 500 == 0 ? " rare" : "")
+                _ = try writer.createBook(BookDraft(libraryId: library.id, title: title, author: "A"))
+            }
+        }
+        let everyBook = try store.readAndWait { try $0.books(BookFilter(), after: 0, limit: 10_000) }.items
+        for (text, expectedCount) in [("book", count), ("RARE", (count + 499) / 500)] {
+            for order in [nil, ListOrder(BookField.title), ListOrder(BookField.title, descending: true)] {
+                var query = BookQuery(BookFilter([.libraryId: .string(library.id)]), order: order)
+                query.search = TextSearch(text)
+                var seen: [BookRecord] = []
+                var start = order == nil ? ListStart.seq(0) : .sorted(nil)
+                while true {
+                    let page = try store.readAndWait { [start, query] in
+                        try $0.books(query, after: start, limit: 50, among: nil)
+                    }
+                    seen += page.items
+                    guard let next = page.next else { break }
+                    start = order.map { .sorted(page.items.last!.position(in: $0)) } ?? .seq(next)
+                }
+                let expected = everyBook.filter { query.matches($0) }.sorted { a, b in
+                    guard let order else { return a.seq < b.seq }
+                    let (x, y) = (a.position(in: order), b.position(in: order))
+                    return order.precedes(x.key, x.id, y.key, y.id)
+                }
+                #expect(seen.map(\.id) == expected.map(\.id), "q=\(text) sort=\(order?.text ?? "none")")
+                #expect(seen.count == expectedCount)
+            }
+        }
     }
 
     /// The search index follows every insert, title or author change and delete, a library's
