@@ -422,7 +422,45 @@ def replicas_latency(data):
             f"{'passed' if data['passed'] else '**failed**'}. " + source(data, "replicas-latency.json")]
 
 
+@from_result("lists.json")
+def lists(data):
+    reads = data["reads"]
+    plain = reads["insertion order"]
+    lines = [
+        "| page of 50, one library of %s books | first page p50 / p99 | later pages p50 / p99 "
+        "| p99 vs insertion order (first / later) |" % number(data["books"]),
+        "|---|---:|---:|---:|",
+        f"| insertion order (no `sort`) | {plain['first']['median_ms']:.2f} / {plain['first']['p99_ms']:.2f} ms "
+        f"| {plain['later']['median_ms']:.2f} / {plain['later']['p99_ms']:.2f} ms | 1 / 1 |",
+    ]
+    for name, entry in reads.items():
+        if name.startswith("sort="):
+            lines.append(
+                f"| `{name}` | {entry['first']['median_ms']:.2f} / {entry['first']['p99_ms']:.2f} ms "
+                f"| {entry['later']['median_ms']:.2f} / {entry['later']['p99_ms']:.2f} ms "
+                f"| {entry['first_vs_insertion_order_p99']:.2f}x / {entry['later_vs_insertion_order_p99']:.2f}x |")
+    for name, entry in reads.items():
+        if name.startswith("q="):
+            lines.append(f"| `{name}` ({entry['first_page_items']} on the page) "
+                         f"| {entry['median_ms']:.2f} / {entry['p99_ms']:.2f} ms | | |")
+    lines += [
+        "",
+        "| %d s of wrk, 32 connections | without the list indexes | with them | throughput / p99, with ÷ without |"
+        % data["seconds"],
+        "|---|---:|---:|---:|",
+    ]
+    names = {"patch.lua": "PATCH title", "patch_available.lua": "PATCH available", "post.lua": "POST /books"}
+    for script, entry in data["writes"].items():
+        lines.append(
+            f"| {names.get(script, script)} | {number(entry['without']['rps'])}/s, p99 {entry['without']['p99_ms']:.1f} ms "
+            f"| {number(entry['with']['rps'])}/s, p99 {entry['with']['p99_ms']:.1f} ms "
+            f"| {entry['rps_ratio_with_vs_without']:.2f}x / {entry['p99_ratio_with_vs_without']:.2f}x |")
+    lines += ["", source(data, "lists.json")]
+    return lines
+
+
 BLOCKS = {
+    "lists": lists,
     "benchmark": benchmark,
     "memory": memory,
     "live-collection": live_collection,

@@ -23,3 +23,15 @@ package struct Principal: Sendable {
     package static let nobody = Principal(
         subject: nil, rights: AccessRights(read: .empty, write: .empty, admin: false), expires: nil)
 }
+
+extension AccessRights {
+    /// A list of books (or a stream of one) filtered by `library`: a 404 when these rights cannot
+    /// read it, worded as for a library that does not exist and decided by the rights alone, so
+    /// it says nothing of whether that library exists. `watch`, when given, names the watch of a
+    /// multiplexed stream the 404 is about.
+    package func checkReadable(filteredBy library: String?, watch: String? = nil) throws(APIError) {
+        guard let library, !reads(library) else { return }
+        let shown = watch.map { "watch \"\($0.prefix(300))\": " } ?? ""
+        throw .notFound("\(shown)No library \(library) exists.")
+    }
+}

@@ -66,9 +66,8 @@ extension EventStreams {
         throws(APIError) -> SubscriptionRequest
     {
         guard let readable = rights.readable else { return request }
-        if case .books(let filter) = request.target, let named = filter.library, !readable.contains(named) {
-            let shown = watch.map { "watch \"\($0.prefix(300))\": " } ?? ""
-            throw .notFound("\(shown)No library \(named) exists.")
+        if case .books(let filter) = request.target {
+            try rights.checkReadable(filteredBy: filter.library, watch: watch)
         }
         var restricted = request
         restricted.readable = readable

@@ -138,10 +138,7 @@ extension LibraryClient {
         }
         guard !desired.isEmpty else {
             live.generation += 1
-            live.streamTask?.cancel()
-            live.streamTask = nil
-            live.watches = [:]
-            live.streamID = nil
+            dropStream(cancelling: true)
             connection = .idle
             return
         }
@@ -300,10 +297,7 @@ extension LibraryClient {
             // Not a failure: a new stream, with a new token, resumes after the last frame at once.
             let token = live.streamToken
             live.generation += 1
-            live.streamTask?.cancel()
-            live.streamTask = nil
-            live.watches = [:]
-            live.streamID = nil
+            dropStream(cancelling: true)
             Task {
                 if let token { await tokens?.refused(token) }
                 reconcile()
@@ -451,9 +445,7 @@ extension LibraryClient {
         if answer.status == 401, tokens != nil, !live.authRetried, generation == live.generation {
             // The token was refused (revoked, keys rotated): once, at once, with a new one.
             live.authRetried = true
-            live.streamTask = nil
-            live.watches = [:]
-            live.streamID = nil
+            dropStream()
             return reconcile()
         }
         if answer.status == 404, let watch = Self.watchNamed(in: answer.error.detail),
@@ -464,14 +456,21 @@ extension LibraryClient {
             case .library(let id): libraries[id]?.value?.storage.markDeleted()
             case .books: break
             }
-            live.streamTask = nil
-            live.watches = [:]
-            live.streamID = nil
+            dropStream()
             return reconcile()
         }
         var delay: Duration?
         if case .unavailable(let retryAfter, _) = answer.error { delay = retryAfter }
         failed(generation, "HTTP \(answer.status): \(answer.error.detail)", after: delay)
+    }
+
+    /// Forgets the stream (its task, after cancelling it when asked, its id and the watches it
+    /// carried): the next `reconcile` opens another with every watch still demanded.
+    private func dropStream(cancelling: Bool = false) {
+        if cancelling { live.streamTask?.cancel() }
+        live.streamTask = nil
+        live.watches = [:]
+        live.streamID = nil
     }
 
     /// `watch "<watch>": …`, as the server names a watch it refuses.
@@ -484,9 +483,7 @@ extension LibraryClient {
     func failed(_ generation: Int, _ reason: String, after serverDelay: Duration? = nil) {
         guard generation == live.generation, !live.closed else { return }
         live.generation += 1
-        live.streamTask = nil
-        live.watches = [:]
-        live.streamID = nil
+        dropStream()
         live.failures += 1
         let exponent = min(live.failures - 1, 10)
         let ceiling = min(maximumBackoff, live.retry * (1 << exponent))

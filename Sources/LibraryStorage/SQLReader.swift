@@ -41,16 +41,27 @@ package struct SQLReader: LibraryReader {
     package func books(_ query: BookQuery, after start: ListStart, limit: Int, among: Set<String>?) throws
         -> Page<BookRecord>
     {
-        var fromSearchIndex = true
+        var candidates: [Int]? = nil
         if let search = query.search, session.engine == .sqlite {
-            let candidates = try session.first(
-                "SELECT count(*) FROM (SELECT 1 FROM books_search WHERE books_search MATCH ? LIMIT ?)",
+            // A common text fills the page within the first rows of the list's own order.
+            var plain = query
+            plain.search = nil
+            let (sql, values) = Self.booksQuery(
+                plain, after: start, limit: Self.rowsReadInOrder - 1, among: among, session.engine)
+            let rows = try session.map(sql, values, Self.book)
+            let found = rows.filter(search.matches)
+            if found.count > limit || rows.count < Self.rowsReadInOrder {
+                return Self.page(found, limit: limit, seq: \.seq)
+            }
+            // A rarer one: the rows the search index finds, unless there are many.
+            let hits = try session.map(
+                "SELECT rowid FROM books_search WHERE books_search MATCH ? LIMIT ?",
                 [.text(search.phrase), .int(Self.commonSearch)]
             ) { $0.int(0) }
-            fromSearchIndex = candidates ?? 0 < Self.commonSearch
+            if hits.count < Self.commonSearch { candidates = hits }
         }
         let (sql, values) = Self.booksQuery(
-            query, after: start, limit: limit, among: among, fromSearchIndex: fromSearchIndex, session.engine)
+            query, after: start, limit: limit, among: among, candidates: candidates, session.engine)
         let rows = try session.map(sql, values, planEachTime: query.search != nil, Self.book)
         return Self.page(consume rows, limit: limit, seq: \.seq)
     }
@@ -72,16 +83,17 @@ package struct SQLReader: LibraryReader {
     /// - Sorted, the library (or none) and the sort key have an index ending with `id`
     ///   (Migrations/0009, postgres/0005): a page is a range of it, from the cursor on. The other
     ///   filters are tested on the rows of that range.
-    /// - Searched, the rows come from the search index (SQLite's FTS5 trigram table, PostgreSQL's
-    ///   pg_trgm indexes), are tested with `LIKE` (ASCII letters without case) and sorted; on
-    ///   SQLite, a text found in `commonSearch` books or more is read in the list's order instead
-    ///   (`fromSearchIndex` false), each row tested with `LIKE`. PostgreSQL's planner makes that
-    ///   choice itself, from its statistics.
+    /// - Searched on SQLite (see `rowsReadInOrder` for how `books` chooses), the rows the FTS5
+    ///   trigram table found (`candidates`) are looked up by `seq`, tested with `LIKE` (ASCII
+    ///   letters without case) and sorted; without candidates, the list's order is read, each
+    ///   row tested with `LIKE`.
+    ///   On PostgreSQL, `ILIKE` under the "C" collation, with the pg_trgm indexes there for the
+    ///   planner, which chooses between them and the order's index from its statistics.
     ///
     /// Tests check each with `EXPLAIN QUERY PLAN` (SQLite) and `EXPLAIN` (PostgreSQL).
     package static func booksQuery(
         _ query: BookQuery, after start: ListStart, limit: Int, among: Set<String>? = nil,
-        fromSearchIndex: Bool = true, _ engine: SQLSession.Engine = .sqlite
+        candidates: [Int]? = nil, _ engine: SQLSession.Engine = .sqlite
     ) -> (String, [SQLiteValue]) {
         var conditions = Conditions()
         for (field, value) in query.filter.conditions {
@@ -94,15 +106,14 @@ package struct SQLReader: LibraryReader {
         if let search = query.search {
             let pattern = SQLiteValue.text(search.likePattern)
             switch engine {
-            case .sqlite where !fromSearchIndex:
-                conditions.add(#"(title LIKE ? ESCAPE '\' OR author LIKE ? ESCAPE '\')"#, pattern, pattern)
             case .sqlite:
-                // The search's rows first, whatever other index could serve the order (`CROSS
-                // JOIN` keeps the tables in this order): the planner has no statistics to tell a
-                // rare text from a common one, and a scan of a library in order is the worse guess.
-                table =
-                    "(SELECT rowid AS hit FROM books_search WHERE books_search MATCH ?) CROSS JOIN books ON seq = hit"
-                conditions.values.insert(.text(search.phrase), at: 0)  // its `?` comes before the WHERE's
+                if let candidates {
+                    // The search index's rows first, whatever other index could serve the order
+                    // (`CROSS JOIN` keeps the tables in this order).
+                    table = "(SELECT value AS hit FROM json_each(?)) CROSS JOIN books ON seq = hit"
+                    let list = "[" + candidates.map(String.init).joined(separator: ",") + "]"
+                    conditions.values.insert(.text(list), at: 0)  // its `?` comes before the WHERE's
+                }
                 conditions.add(#"(title LIKE ? ESCAPE '\' OR author LIKE ? ESCAPE '\')"#, pattern, pattern)
             case .postgres:
                 conditions.add(
@@ -112,12 +123,17 @@ package struct SQLReader: LibraryReader {
         return conditions.page(of: Tables.books.columns, from: table, query.order, start, limit: limit, engine)
     }
 
-    /// How many books a text must be found in for SQLite to read a searched page in the list's
-    /// order, testing each row, instead of from the search index: a text in this many books or
-    /// more is common enough that a page of 50 comes after reading a few hundred rows of the
-    /// order's index, where sorting every book that holds it would read them all. Fewer, and
-    /// the search index's rows are read and sorted: at most this many. (The count is over every
-    /// library: a text common elsewhere but rare in the library listed reads that library.)
+    /// How a searched page is read on SQLite, cheapest first (an FTS5 phrase of common trigrams
+    /// costs tens of milliseconds at a million books, a few hundred rows of an index less than
+    /// one):
+    /// 1. the first `rowsReadInOrder` rows of the list's own order (its index), each tested in
+    ///    Swift (`TextSearch.matches`, `LIKE`'s rule): enough when the text is common, or the
+    ///    list short;
+    /// 2. else the rows the FTS5 trigram table finds, when fewer than `commonSearch`: looked up by
+    ///    `seq`, tested with `LIKE` and sorted;
+    /// 3. else the list's order again, every row tested with `LIKE` until the page is full (a
+    ///    text in many books, if not among the first rows: a read of the library at worst).
+    static let rowsReadInOrder = 1_000
     static let commonSearch = 2_000
 
     /// A field's sort key as the engine's indexes hold it (`SortKey` says what it is): the

@@ -117,13 +117,20 @@ extension LiveHub {
         }
         for target in targets {
             guard let audience = audiences[target] else { continue }
-            // One delta for each set of readable libraries among the audience's groups (most
-            // often one: every library).
-            var deltas: [Set<String>?: ResourceDelta?] = [:]
+            // One delta for each set of readable libraries among the audience's groups: most often
+            // one, every library, kept without a dictionary.
+            var everyLibrary: ResourceDelta??
+            var restricted: [Set<String>: ResourceDelta?] = [:]
             let delivered = audience.deliver(seq: change.seq, firstSeq: change.firstSeq) { readable in
-                if let made = deltas[readable] { return made }
+                guard let readable else {
+                    if let made = everyLibrary { return made }
+                    let made = ResourceDelta(change, for: target, readable: nil)
+                    everyLibrary = .some(made)
+                    return made
+                }
+                if let made = restricted[readable] { return made }
                 let made = ResourceDelta(change, for: target, readable: readable)
-                deltas[readable] = made
+                restricted[readable] = made
                 return made
             }
             counters.applyWork.add(1 + delivered, ordering: .relaxed)

@@ -14,11 +14,7 @@ extension LibraryAPI {
         let order = try query.order(of: BookField.self)
         let (start, books) = (try query.start(in: order), BookQuery(filter, search: try query.search(), order: order))
         let rights = exchange.principal.rights
-        // A filter naming a library the principal cannot read is a 404: decided by the rights
-        // alone, so it says nothing about whether that library exists.
-        if libraryID == nil, let named = filter.library, !rights.reads(named) {
-            throw .notFound("No library \(named) exists.")
-        }
+        if libraryID == nil { try rights.checkReadable(filteredBy: filter.library) }
         exchange.read(libraryID.map { "library \($0)" } ?? "book") { reader in
             if let libraryID, try reader.library(id: libraryID) == nil || !rights.reads(libraryID) {
                 throw StoreError(.notFound)
