@@ -113,10 +113,11 @@ def reads(port, books, requests):
             "later_vs_insertion_order_p99": round(percentile(sorted(later), 0.99) / percentile(sorted(plain_later), 0.99), 2),
         }
         log("sort=%s: first %s, later %s" % (sort, summary(first), summary(later)))
-    # Seeded titles are "Book number N": "number 123456" is in 1 to 11 books, "number 9" in about
-    # a tenth of them.
-    rare, common = "number %d" % (books // 2 + 1), "number 9"
-    for name, text in (("rare", rare), ("common", common)):
+    # Seeded titles are "Book number N": "number 500001" is in one book but shares "number"'s
+    # trigrams with every title; "500001" is in one book too, with trigrams of digits only; "number 9"
+    # is in about a tenth of the books.
+    rare, digits, common = "number %d" % (books // 2 + 1), "%d" % (books // 2 + 1), "number 9"
+    for name, text in (("rare", rare), ("rare", digits), ("common", common)):
         path = base + "?sort=title&limit=50&q=" + urllib.parse.quote(text)
         times, answer = timed(connection, path, max(5, requests // (1 if name == "rare" else 20)))
         results["q=%s (%s), sort=title" % (text, name)] = dict(summary(times), first_page_items=len(answer["items"]))

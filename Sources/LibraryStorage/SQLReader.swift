@@ -41,7 +41,6 @@ package struct SQLReader: LibraryReader {
     package func books(_ query: BookQuery, after start: ListStart, limit: Int, among: Set<String>?) throws
         -> Page<BookRecord>
     {
-        var candidates: [Int]? = nil
         if let search = query.search, session.engine == .sqlite {
             // A common text fills the page within the first rows of the list's own order.
             var plain = query
@@ -53,15 +52,8 @@ package struct SQLReader: LibraryReader {
             if found.count > limit || rows.count < Self.rowsReadInOrder {
                 return Self.page(found, limit: limit, seq: \.seq)
             }
-            // A rarer one: the rows the search index finds, unless there are many.
-            let hits = try session.map(
-                "SELECT rowid FROM books_search WHERE books_search MATCH ? LIMIT ?",
-                [.text(search.phrase), .int(Self.commonSearch)]
-            ) { $0.int(0) }
-            if hits.count < Self.commonSearch { candidates = hits }
         }
-        let (sql, values) = Self.booksQuery(
-            query, after: start, limit: limit, among: among, candidates: candidates, session.engine)
+        let (sql, values) = Self.booksQuery(query, after: start, limit: limit, among: among, session.engine)
         let rows = try session.map(sql, values, planEachTime: query.search != nil, Self.book)
         return Self.page(consume rows, limit: limit, seq: \.seq)
     }
@@ -83,17 +75,16 @@ package struct SQLReader: LibraryReader {
     /// - Sorted, the library (or none) and the sort key have an index ending with `id`
     ///   (Migrations/0009, postgres/0005): a page is a range of it, from the cursor on. The other
     ///   filters are tested on the rows of that range.
-    /// - Searched on SQLite (see `rowsReadInOrder` for how `books` chooses), the rows the FTS5
-    ///   trigram table found (`candidates`) are looked up by `seq`, tested with `LIKE` (ASCII
-    ///   letters without case) and sorted; without candidates, the list's order is read, each
-    ///   row tested with `LIKE`.
+    /// - Searched on SQLite (after the first rows of the order, see `rowsReadInOrder`), the rows
+    ///   the FTS5 trigram table finds are looked up by `seq`, tested with `LIKE` (ASCII letters
+    ///   without case) and sorted.
     ///   On PostgreSQL, `ILIKE` under the "C" collation, with the pg_trgm indexes there for the
     ///   planner, which chooses between them and the order's index from its statistics.
     ///
     /// Tests check each with `EXPLAIN QUERY PLAN` (SQLite) and `EXPLAIN` (PostgreSQL).
     package static func booksQuery(
         _ query: BookQuery, after start: ListStart, limit: Int, among: Set<String>? = nil,
-        candidates: [Int]? = nil, _ engine: SQLSession.Engine = .sqlite
+        _ engine: SQLSession.Engine = .sqlite
     ) -> (String, [SQLiteValue]) {
         var conditions = Conditions()
         for (field, value) in query.filter.conditions {
@@ -107,13 +98,11 @@ package struct SQLReader: LibraryReader {
             let pattern = SQLiteValue.text(search.likePattern)
             switch engine {
             case .sqlite:
-                if let candidates {
-                    // The search index's rows first, whatever other index could serve the order
-                    // (`CROSS JOIN` keeps the tables in this order).
-                    table = "(SELECT value AS hit FROM json_each(?)) CROSS JOIN books ON seq = hit"
-                    let list = "[" + candidates.map(String.init).joined(separator: ",") + "]"
-                    conditions.values.insert(.text(list), at: 0)  // its `?` comes before the WHERE's
-                }
+                // The search's rows first, whatever other index could serve the order (`CROSS
+                // JOIN` keeps the tables in this order).
+                table =
+                    "(SELECT rowid AS hit FROM books_search WHERE books_search MATCH ?) CROSS JOIN books ON seq = hit"
+                conditions.values.insert(.text(search.phrase), at: 0)  // its `?` comes before the WHERE's
                 conditions.add(#"(title LIKE ? ESCAPE '\' OR author LIKE ? ESCAPE '\')"#, pattern, pattern)
             case .postgres:
                 conditions.add(
@@ -124,17 +113,13 @@ package struct SQLReader: LibraryReader {
     }
 
     /// How a searched page is read on SQLite, cheapest first (an FTS5 phrase of common trigrams
-    /// costs tens of milliseconds at a million books, a few hundred rows of an index less than
-    /// one):
+    /// costs tens of milliseconds at a million books, a thousand rows of an index about one):
     /// 1. the first `rowsReadInOrder` rows of the list's own order (its index), each tested in
-    ///    Swift (`TextSearch.matches`, `LIKE`'s rule): enough when the text is common, or the
-    ///    list short;
-    /// 2. else the rows the FTS5 trigram table finds, when fewer than `commonSearch`: looked up by
-    ///    `seq`, tested with `LIKE` and sorted;
-    /// 3. else the list's order again, every row tested with `LIKE` until the page is full (a
-    ///    text in many books, if not among the first rows: a read of the library at worst).
+    ///    Swift (`TextSearch.matches`, `LIKE`'s rule): enough when the text is common among them,
+    ///    or the list short;
+    /// 2. else every row the FTS5 trigram table finds, tested with `LIKE` and sorted: a cost in
+    ///    proportion to the books holding the text, never to the library.
     static let rowsReadInOrder = 1_000
-    static let commonSearch = 2_000
 
     /// A field's sort key as the engine's indexes hold it (`SortKey` says what it is): the
     /// expression lists are ordered by, and how a row value after a cursor compares with it (an

@@ -52,6 +52,12 @@ final class ServerProcess {
         port = launched.port
     }
 
+    /// Sends `signal` to the server (SIGHUP rereads its `--jwt-keys`).
+    func send(_ signal: Int32) {
+        guard let process, process.isRunning else { return }
+        kill(process.processIdentifier, signal)
+    }
+
     /// SIGTERM, and waits for the exit.
     func stop() {
         guard let process, process.isRunning else { return }

@@ -105,4 +105,39 @@ import Testing
         #expect(!model.isDeleted)
         client.close()
     }
+
+    @Test func `a stream refused with 401 as it opens asks for a new token at once, with no backoff`() async throws {
+        let library = try await admin.createLibrary { $0.name = "Northside" }
+        let secret = Mutex(Self.secret)
+        let calls = Atomic(0)
+        let client = LibraryClient(
+            baseURL: server.url,
+            tokenProvider: {
+                calls.add(1, ordering: .relaxed)
+                return TokenMinter.token(
+                    .hs256(secret: secret.withLock { $0 }), kid: "k", sub: "reader-1",
+                    exp: Int(Date().timeIntervalSince1970) + 600, more: #""libraries":{"read":["*"]}"#)
+            })
+        let model = try await client.library(id: library.id)
+        #expect(calls.load(ordering: .relaxed) == 1)
+        // The server's key changes under the held token (a rotation), before any stream opens.
+        let rotated = "another secret of at least thirty-two bytes"
+        try TokenMinter.keySet([(.hs256(secret: rotated), "k")]).write(toFile: keys, atomically: true, encoding: .utf8)
+        server.send(SIGHUP)
+        secret.withLock { $0 = rotated }
+        try await Task.sleep(for: .milliseconds(500))  // the server rereads its keys on its own thread
+        let view = RenderedView { model.name }
+        var wentOffline = false
+        let deadline = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < deadline, !(client.connection == .live && client.streamsOpened >= 1) {
+            if case .offline = client.connection { wentOffline = true }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(!wentOffline, "a refused token backed off as a failure would")
+        #expect(client.connection == .live)
+        #expect(calls.load(ordering: .relaxed) == 2, "the refused token was not replaced")
+        try await admin.update(library) { $0.name = "Northside II" }
+        #expect(await eventually { view.value == "Northside II" })
+        client.close()
+    }
 }
