@@ -120,7 +120,7 @@ import Testing
     /// Keyset paging: a client paging through a sorted list while others insert, rename and delete
     /// sees every book that stayed as it was exactly once, and no book twice.
     @Test func sortedPages_NeitherSkipNorRepeat_WhileOthersWrite() throws {
-        var random = SeededRandom(seed: 46)
+        var random = SeededGenerator(state: 46)
         let library = try live.createLibrary("Busy")
         let words = ["dune", "Emma", "ulysses", "Beloved", "it", "Dracula", "emma", "Zorba"]
         var ids: [String] = []
@@ -191,7 +191,7 @@ import Testing
         let everywhere = try all("/books?q=dune&sort=title", limit: 3).map { $0["title"] as! String }
         #expect(everywhere == ["Children of Dune", "Dune", "Dune (elsewhere)", "DUNE Messiah", "Dunes"])
         // A reference search over random text: every engine finds what the rule says.
-        var random = SeededRandom(seed: 7)
+        var random = SeededGenerator(state: 7)
         let pieces = ["ab", "AB", "é", "É", "c", "%", "_", " ", "x"]
         var titles: [String: String] = [:]
         for _ in 0..<40 {
@@ -243,19 +243,6 @@ import Testing
         "s"
             + Data("\(sort)\n\(id)\n\(key)".utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-    }
-}
-
-/// A small deterministic generator (SplitMix64), so a failing sequence can be replayed.
-struct SeededRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 
