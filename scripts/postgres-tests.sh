@@ -57,8 +57,8 @@ FILTER=LibraryAPITests run "API suite on PostgreSQL" LIBRARY_TEST_ENGINE=postgre
 FILTER=LibraryAPITests run "API suite on PostgreSQL as behind a transaction pooler (unnamed statements)" \
     LIBRARY_TEST_ENGINE=postgres LIBRARY_TEST_POOLED=1
 FILTER=LibraryClientTests run "Swift client against a server on PostgreSQL" LIBRARY_TEST_ENGINE=postgres
-FILTER=LiveRandomizedTests run "live engine fed from the change log" LIBRARY_TEST_ENGINE=postgres LIBRARY_TEST_FEED=log
-FILTER=LiveRandomizedTests run "live engine fed by notifications' rows" \
+FILTER="LiveRandomizedTests|LiveWindowTests" run "live engine fed from the change log" LIBRARY_TEST_ENGINE=postgres LIBRARY_TEST_FEED=log
+FILTER="LiveRandomizedTests|LiveWindowTests" run "live engine fed by notifications' rows" \
     LIBRARY_TEST_ENGINE=postgres LIBRARY_TEST_FEED=notify
 rm -f "$log"
 server=.build/debug/library-server

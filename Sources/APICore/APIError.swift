@@ -68,6 +68,9 @@ package struct APIError: Error, Sendable {
                 "The \(resource) has changed: If-Match does not match its ETag.")
         case .invalid(let errors): self = .invalid(errors)
         case .unavailable: self = .unavailable()
+        case .atCapacity(let detail):
+            self = APIError(.serviceUnavailable, "unavailable", detail)
+            headers.set("Retry-After", "1")
         case .internal: self = .internalError
         }
     }

@@ -261,7 +261,7 @@ final class Multiplexer: StreamDeadlines.Expiring {
             let allowed: Bool
             switch part.target {
             case .library(let id): allowed = readable?.contains(id) ?? true
-            case .book, .libraries, .books:
+            case .book, .libraries, .books, .window:
                 allowed = part.subscriberID.map { hub.narrow($0, of: part.target, to: readable) } ?? false
             }
             if !allowed { revoked.append(part.watch) }

@@ -66,8 +66,10 @@ extension EventStreams {
         throws(APIError) -> SubscriptionRequest
     {
         guard let readable = rights.readable else { return request }
-        if case .books(let filter) = request.target {
-            try rights.checkReadable(filteredBy: filter.library, watch: watch)
+        switch request.target {
+        case .books(let filter): try rights.checkReadable(filteredBy: filter.library, watch: watch)
+        case .window(let window): try rights.checkReadable(filteredBy: window.query.filter.library, watch: watch)
+        case .book, .library, .libraries: break
         }
         var restricted = request
         restricted.readable = readable
@@ -101,6 +103,7 @@ extension EventStreams {
         case .library(let id): "library \(id)"
         case .libraries: "libraries"
         case .books: "books"
+        case .window: "window of books"
         }
     }
 
@@ -111,25 +114,32 @@ extension EventStreams {
         ])
     )
 
+    /// The parameters of `GET /books` that make `/books/events` a window of the list.
+    static let windowParameters = ["sort", "q", "limit", "cursor"]
+
     /// What a stream's query asks for: `fields`, and for `/books/events` the filters of `GET /books`
-    /// (which make the target `.books(filter)`).
+    /// (which make the target `.books(filter)`), and its `sort`, `q`, `limit` and `cursor` (which
+    /// make it `.window`).
     static func subscription(_ target: SubscriptionRequest.Target, query: QueryParameters) throws(APIError)
         -> SubscriptionRequest
     {
         let fields = try query.string("fields")
         switch target {
-        case .books:
-            // A list's order, search and window are not a stream's (yet): refused, never ignored,
-            // so that no client takes a stream of every matching book for a sorted window.
-            if let listOnly = ["sort", "q", "limit", "cursor"].first(where: query.names.contains) {
-                throw .badRequest(
-                    "\(listOnly) is a parameter of GET /books, not of a stream: /books/events sends every matching book."
-                )
-            }
+        case .books, .window:
             let filter = try query.bookFilter()
             let selection = try FieldSelection<BookField>(parsing: fields)
-            return SubscriptionRequest(
-                target: .books(filter), bookFields: Set(BookField.allCases.filter(selection.contains)), members: true)
+            var bookFields = Set(BookField.allCases.filter(selection.contains))
+            // With any of a list's `sort`, `q`, `limit` or `cursor`, a window of the list.
+            guard windowParameters.contains(where: query.names.contains) else {
+                return SubscriptionRequest(target: .books(filter), bookFields: bookFields, members: true)
+            }
+            let order = try query.order(of: BookField.self)
+            let window = BookWindow(
+                BookQuery(filter, search: try query.search(), order: order), start: try query.start(in: order),
+                limit: try query.limit())
+            // Its items always carry the sort field, so that a client places them by the order alone.
+            if let order { bookFields.insert(order.field) }
+            return SubscriptionRequest(target: .window(window), bookFields: bookFields, members: true)
         case .libraries:
             let selection = try FieldSelection<LibraryField>(parsing: fields)
             return SubscriptionRequest(
@@ -146,7 +156,7 @@ extension EventStreams {
         -> SubscriptionRequest
     {
         switch target {
-        case .libraries, .books:
+        case .libraries, .books, .window:
             preconditionFailure("collections are read by subscription(_:query:)")
         case .book:
             let selection = try FieldSelection<BookField>(parsing: text)

@@ -44,7 +44,7 @@ extension EventStreams {
             // A stream repeats a watch's text in every entry, and a parameter that means nothing
             // would make one target many watches: a watch takes only what it uses.
             var known = ["fields"]
-            if case .books = target { known += BookField.filterable.map(\.name) }
+            if case .books = target { known += BookField.filterable.map(\.name) + windowParameters }
             if let unknown = query.names.first(where: { !known.contains($0) }) {
                 throw APIError.badRequest(
                     "\"\(unknown.prefix(100))\" is not a parameter of a watch; it takes \(known.joined(separator: ", "))."
@@ -73,18 +73,22 @@ extension EventStreams {
             path = "/libraries"
         case .books(let filter):
             path = "/books"
-            for field in BookField.filterable {
-                switch filter[field] {
-                case .string(let text): parameters.append(field.name + "=" + Self.percentEncoded(text))
-                case .int(let number): parameters.append(field.name + "=\(number)")
-                case .bool(let truth): parameters.append(field.name + "=\(truth)")
-                case .null, nil: break
-                }
+            parameters = filterParameters(filter)
+        case .window(let window):
+            path = "/books"
+            parameters = filterParameters(window.query.filter)
+            if let order = window.query.order { parameters.append("sort=" + order.text) }
+            if let search = window.query.search { parameters.append("q=" + Self.percentEncoded(search.text)) }
+            parameters.append("limit=\(window.limit)")
+            switch window.start {
+            case .seq(0), .sorted(nil): break
+            case .seq(let seq): parameters.append("cursor=" + Cursor.encode(seq))
+            case .sorted(let position?): parameters.append("cursor=" + Cursor.encode(position, in: window.query.order!))
             }
         }
         names += LibraryField.allCases.filter { $0 != .id && request.libraryFields.contains($0) }.map(\.name)
         switch request.target {
-        case .book, .books:
+        case .book, .books, .window:
             names += BookField.allCases.filter { $0 != .id && request.bookFields.contains($0) }.map(\.name)
         case .library:
             let members = BookField.allCases.filter { $0 != .id && request.bookFields.contains($0) }
@@ -98,6 +102,18 @@ extension EventStreams {
         }
         parameters.append("fields=" + (names.isEmpty ? "id" : names.joined(separator: ",")))
         return path + "?" + parameters.joined(separator: "&")
+    }
+
+    /// The filters of `/books`, in the field table's order, each value percent-encoded.
+    private static func filterParameters(_ filter: BookFilter) -> [String] {
+        BookField.filterable.compactMap { field in
+            switch filter[field] {
+            case .string(let text): field.name + "=" + Self.percentEncoded(text)
+            case .int(let number): field.name + "=\(number)"
+            case .bool(let truth): field.name + "=\(truth)"
+            case .null, nil: nil
+            }
+        }
     }
 
     /// `text` with every byte but ASCII letters, digits and `-._~` as `%XX` (RFC 3986's unreserved

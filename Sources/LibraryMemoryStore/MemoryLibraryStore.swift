@@ -143,7 +143,7 @@ package final class MemoryLibraryStore: LibraryDatabase {
                         }
                         let members = data.bookOrder.compactMap { data.books[$0.id] }.filter { $0.library == id }
                         return .success(LoadedState(seq: data.latestSeq, resource: .library(library, members: members)))
-                    case .libraries, .books:
+                    case .libraries, .books, .window:
                         preconditionFailure("a collection is read by pages (snapshot(of:pageSize:)), not loaded")
                     }
                 })
@@ -183,6 +183,19 @@ package final class MemoryLibraryStore: LibraryDatabase {
         }
     }
 
+    package func read(
+        _ window: BookWindow, among: Set<String>?,
+        completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void
+    ) {
+        reads.async {
+            completion(
+                self.readNow { rows in
+                    let page = try rows.books(window.query, after: window.start, limit: window.limit, among: among)
+                    return (page.items, self.data.latestSeq)
+                }.map { CollectionPage(seq: $0.1, items: .books($0.0), isLast: true) })
+        }
+    }
+
     /// The whole collection as one read saw it, handed out a page at a time.
     package func snapshot(of collection: LiveTarget, pageSize: Int, among: Set<String>?) -> any CollectionSnapshot {
         MemorySnapshot(pageSize: pageSize) { [self] in
@@ -202,8 +215,8 @@ package final class MemoryLibraryStore: LibraryDatabase {
                             data.bookOrder.compactMap { data.books[$0.id] }
                                 .filter { filter.matches($0.keys) && among?.contains($0.library) ?? true })
                     )
-                case .book, .library:
-                    preconditionFailure("a single resource is loaded (load(_:completion:)), not paged")
+                case .book, .library, .window:
+                    preconditionFailure("a single resource is loaded, and a window read (read(_:among:)), not paged")
                 }
             }
         }

@@ -58,7 +58,8 @@ final class MemoryData {
         case (.book(let book, _, let before, _), .books(let filter)):
             filter.library.map { book.library == $0 || before?.library == $0 } ?? true
         case (.library, .libraries): true
-        case (.library, .book), (.library, .books), (.book, .libraries): false
+        case (.book, .window(let window)): concerns(item, .books(window.query.filter.libraryOnly))
+        case (.library, .book), (.library, .books), (.library, .window), (.book, .libraries): false
         }
     }
 

@@ -231,7 +231,7 @@ extension SQLReader {
         switch target {
         case .book(let book): (entity, id) = ("book", book)
         case .library(let library): (entity, id) = ("library", library)
-        case .libraries, .books: return false  // a collection is never deleted
+        case .libraries, .books, .window: return false  // a collection is never deleted
         }
         let found = try session.first(
             "SELECT 1 FROM change_log WHERE entity_id = ? AND entity = ? AND deleted AND item < ? LIMIT 1",
@@ -257,8 +257,9 @@ extension SQLReader {
             return try changes(where: "entity = 'book'", [], after: seq, through: last)
         case .libraries:
             return try changes(where: "entity = 'library'", [], after: seq, through: last)
-        case .book, .library:
-            preconditionFailure("a single resource is replayed by changes(ofBook:) or changes(ofLibrary:)")
+        case .book, .library, .window:
+            preconditionFailure(
+                "a single resource is replayed by changes(ofBook:) or changes(ofLibrary:), a window not")
         }
     }
 

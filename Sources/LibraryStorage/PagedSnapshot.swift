@@ -205,8 +205,8 @@ final class PagedSnapshot: CollectionSnapshot {
         case .libraries:
             let page = try reader.libraries(after: after, limit: limit, among: among)
             return (.libraries(page.items), page.next)
-        case .book, .library:
-            preconditionFailure("only a collection is read by pages")
+        case .book, .library, .window:
+            preconditionFailure("only a collection is read by pages (a window in one: read(_:among:))")
         }
     }
 

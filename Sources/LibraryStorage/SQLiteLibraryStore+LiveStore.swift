@@ -53,7 +53,7 @@ extension SnapshotSource {
                 switch target {
                 case .book(let id):
                     return LoadedState(seq: seq, resource: try reader.book(id: id).map { .book($0) })
-                case .libraries, .books:
+                case .libraries, .books, .window:
                     preconditionFailure("a collection is read by pages (snapshot(of:pageSize:)), not loaded")
                 case .library(let id):
                     guard let library = try reader.library(id: id) else { return LoadedState(seq: seq, resource: nil) }
@@ -63,6 +63,20 @@ extension SnapshotSource {
             },
             completion: completion
         )
+    }
+
+    /// `LiveStore.read(_:among:completion:)`, on either engine.
+    func readWindow(
+        _ window: BookWindow, among: Set<String>?,
+        completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void
+    ) {
+        readInTransaction(
+            { reader in
+                let seq = try reader.latestSeq()
+                let page = try reader.books(window.query, after: window.start, limit: window.limit, among: among)
+                return CollectionPage(seq: seq, items: .books(page.items), isLast: true)
+            },
+            completion: completion)
     }
 
     func loggedChanges(
@@ -78,7 +92,8 @@ extension SnapshotSource {
                 switch target {
                 case .book(let id): return try reader.changes(ofBook: id, after: seq, through: last)
                 case .library(let id): return try reader.changes(ofLibrary: id, after: seq, through: last)
-                case .libraries, .books: return try reader.changes(ofCollection: target, after: seq, through: last)
+                case .libraries, .books, .window:
+                    return try reader.changes(ofCollection: target.logQuery, after: seq, through: last)
                 }
             },
             completion: completion
@@ -101,6 +116,13 @@ extension SnapshotSource {
         completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         readInTransaction({ try $0.hasLoggedDeletion(of: target, through: seq) }, completion: completion)
+    }
+
+    package func read(
+        _ window: BookWindow, among: Set<String>?,
+        completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void
+    ) {
+        readWindow(window, among: among, completion: completion)
     }
 
     package func snapshot(of collection: LiveTarget, pageSize: Int, among: Set<String>?) -> any CollectionSnapshot {

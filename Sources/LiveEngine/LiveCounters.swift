@@ -27,6 +27,12 @@ package final class LiveCounters: Sendable {
     /// Refreshed kept snapshots encoded ahead of the subscribers joining (`KeptSnapshots`).
     package let snapshotsEncodedAhead = Atomic<Int>(0)
 
+    /// Reads of a window's rows (`LiveWindow`): one when it opens, then one per change that took
+    /// a member out of a full window. Tests read it to check that other writes read nothing.
+    package let windowReads = Atomic<Int>(0)
+    /// Windows open now.
+    package let windows = Atomic<Int>(0)
+
     /// Committed changes not yet published.
     package var lag: Int {
         max(0, committedSeq.load(ordering: .relaxed) - publishedSeq.load(ordering: .relaxed))

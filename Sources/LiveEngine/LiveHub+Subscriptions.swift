@@ -71,7 +71,9 @@ extension LiveHub {
             // As if it did not exist, decided by the rights alone: nothing is read for it.
             return outcome(.absentWithoutTrace)
         }
-        if target.isCollection {
+        if case .window(let window) = target {
+            subscribe(waiter, toWindow: window)
+        } else if target.isCollection {
             subscribe(toCollection: waiter)
         } else if let model = model(for: target) {
             attach(waiter, to: model)
@@ -101,7 +103,7 @@ extension LiveHub {
         switch target {
         case .book(let id): books[id].map(Model.book)
         case .library(let id): libraries[id].map(Model.library)
-        case .libraries, .books: nil
+        case .libraries, .books, .window: nil
         }
     }
 
@@ -371,7 +373,7 @@ extension LiveHub {
             guard let library = books[book]?.library, readable?.contains(library) ?? true else { return false }
             subscriber.request.readable = readable
             return true
-        case .libraries, .books:
+        case .libraries, .books, .window:
             guard let readable else { return true }
             guard let opened = subscriber.request.readable else { return false }
             return opened.isSubset(of: readable)
@@ -387,11 +389,17 @@ extension LiveHub {
             // The fields of a shape nobody has any more may no longer be observed.
             libraries[libraryID]?.snapshots.keep(only: audience.groups.keys)
         }
+        if case .window(let window) = target, !audience.isEmpty {
+            closeWindows(of: window, keeping: Set(audience.groups.keys.map(\.readable)))
+        }
         guard audience.isEmpty else { return }
         audiences[target] = nil
         switch target {
         case .libraries, .books:
             collectionAudiences -= 1
+        case .window(let window):
+            collectionAudiences -= 1
+            closeWindows(of: window, keeping: [])
         case .book(let bookID):
             books[bookID] = nil  // its library's, if watched, keeps it as a member
         case .library(let libraryID):

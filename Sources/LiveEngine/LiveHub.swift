@@ -21,6 +21,10 @@ package final class LiveHub {
     var audiences: [LiveTarget: Audience] = [:]
     /// How many of `audiences` watch a collection: while none do, changes skip that lookup.
     var collectionAudiences = 0
+    /// The windows of book lists watched, by which and for whom, and by their filter (what a
+    /// change's book is looked up by).
+    var windows: [LiveWindow.Key: LiveWindow] = [:]
+    var windowsByFilter: [BookFilter: [ObjectIdentifier: LiveWindow]] = [:]
     /// Resources being read for their first subscribers, with the changes that concern them meanwhile.
     var loads: [LiveTarget: PendingLoad] = [:]
     /// Change-log reads for resuming subscribers, each shared by all who need it.
@@ -87,27 +91,35 @@ package final class LiveHub {
     }
 
     nonisolated let observers: Observers
+    /// How many windows of lists (`LiveWindow`) the hub keeps at most (different queries, starts
+    /// or rights): past it a new one is refused (503) until others close.
+    nonisolated let maxWindows: Int
+    /// What `maxWindows` is unless the hub is started with another.
+    package nonisolated static let defaultMaxWindows = 10_000
     nonisolated var encoder: (@Sendable (LiveEvent) -> [[UInt8]])? { observers.wire?.event }
     nonisolated var rowEncoder: RowEncoder? { observers.wire?.rows }
     nonisolated var largeLoads: LargeLoads? { observers.largeLoads }
 
-    private nonisolated init(store: any LiveStore, inboxCapacity: Int, observers: Observers) {
+    private nonisolated init(store: any LiveStore, inboxCapacity: Int, maxWindows: Int, observers: Observers) {
         self.store = store
         self.observers = observers
+        self.maxWindows = maxWindows
         logReplay = LogReplay(store: store)
         intake = ChangeIntake(capacity: inboxCapacity, counters: counters)
     }
 
     /// Creates the hub, connects it to the store's commits, and sends a keep-alive comment to every
     /// idle stream each `heartbeatInterval` seconds. When more than `inboxCapacity` committed
-    /// changes wait for the live side, they fold (`ChangeInbox`).
+    /// changes wait for the live side, they fold (`ChangeInbox`). At most `maxWindows` windows of
+    /// lists are open at once.
     package nonisolated static func start(
         store: any LiveStore,
         heartbeatInterval: Double,
         inboxCapacity: Int = 4_096,
+        maxWindows: Int = defaultMaxWindows,
         observers: Observers = Observers()
     ) -> LiveHub {
-        let hub = LiveHub(store: store, inboxCapacity: inboxCapacity, observers: observers)
+        let hub = LiveHub(store: store, inboxCapacity: inboxCapacity, maxWindows: maxWindows, observers: observers)
         let latest = (try? store.latestCommittedSeq()) ?? 0
         hub.counters.committedSeq.raise(to: latest)
         hub.counters.publishedSeq.raise(to: latest)
@@ -168,6 +180,7 @@ package final class LiveHub {
         intake.applied(through: change.seq)
         publish(seq: change.seq)
         if collectionAudiences > 0 { publishToCollections(change) }
+        if !windows.isEmpty { publishToWindows(change) }
         counters.publishedSeq.raise(to: change.seq)
     }
 

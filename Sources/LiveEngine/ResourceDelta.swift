@@ -117,6 +117,8 @@ struct ResourceDelta {
                 }
             }
             if added.isEmpty && removed.isEmpty && changed.isEmpty { return nil }
+        case .window:
+            return nil  // kept by its `LiveWindow`, never replayed
         }
     }
 

@@ -90,4 +90,39 @@ import Testing
             }
         }
     }
+
+    /// A window of a list (the server's alone so far: the client and the console print none):
+    /// its `sort`, `q`, `limit` and `cursor` after the filters, the sort field always among the
+    /// fields, and the text printed back the same.
+    @Test func windows_ParseToTheirQuery_AndPrintBackTheSame() throws {
+        let library = "5d2c8a90-1b3e-4f6a-8c7d-9e0f1a2b3c4d"
+        let order = ListOrder<BookField>(.title, descending: true)
+        let cursor = Cursor.encode(SortPosition(key: .string("dune"), id: library), in: order)
+        let texts = [
+            "/books?libraryId=\(library)&sort=-title&q=Le%20Guin&limit=50&cursor=\(cursor)&fields=title,author",
+            "/books?available=true&limit=5&cursor=\(Cursor.encode(12))&fields=title",
+            "/books?sort=publishedYear&limit=1&fields=title,publishedYear",
+        ]
+        for text in texts {
+            let parsed = try EventStreams.watchRequest(text)
+            #expect(EventStreams.watchText(parsed) == text)
+            guard case .window(let window) = parsed.target else {
+                Issue.record("\(text) is not a window")
+                continue
+            }
+            if let order = window.query.order { #expect(parsed.bookFields.contains(order.field)) }
+        }
+        let window = try EventStreams.watchRequest(texts[0])
+        guard case .window(let first) = window.target else { return }
+        #expect(first.query.search?.text == "Le Guin" && first.limit == 50 && first.query.filter.library == library)
+        #expect(first.start == .sorted(SortPosition(key: .string("dune"), id: library)))
+        // The sort field is asked for even when `fields` leaves it out; the text then names it.
+        let widened = try EventStreams.watchRequest("/books?sort=author&limit=3&fields=title")
+        #expect(EventStreams.watchText(widened) == "/books?sort=author&limit=3&fields=title,author")
+        for refused in [
+            "/books?sort=nope&fields=title", "/books?limit=0", "/books?q=ab", "/books?sort=title&cursor=c1",
+        ] {
+            #expect(throws: APIError.self, "\(refused)") { try EventStreams.watchRequest(refused) }
+        }
+    }
 }

@@ -133,8 +133,10 @@ final class CollectionModel {
         }
     }
 
+    /// The list's items: one page of `list`, of up to 500 unless it names its `limit` (a window's).
     private func listed(_ live: LiveServer) throws -> [[String: Any]] {
-        let page = try live.request("GET", list + (list.contains("?") ? "&" : "?") + "limit=500")
+        let whole = list.contains("limit=") ? "" : (list.contains("?") ? "&" : "?") + "limit=500"
+        let page = try live.request("GET", list + whole)
         return page.json["items"] as? [[String: Any]] ?? []
     }
 }

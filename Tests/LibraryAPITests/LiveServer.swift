@@ -41,6 +41,7 @@ final class LiveServer {
         history: Int = 10_000,
         heartbeatInterval: Double = 15,
         inboxCapacity: Int = 4_096,
+        maxWindows: Int = LiveHub.defaultMaxWindows,
         largeLoads: LiveHub.LargeLoads? = nil,
         largeDrops: LiveHub.LargeDrops? = nil
     ) throws {
@@ -67,7 +68,7 @@ final class LiveServer {
                 path: path, lanes: 2, busyTimeoutMilliseconds: busyTimeoutMilliseconds, history: history)
         }
         hub = LiveHub.start(
-            store: store, heartbeatInterval: heartbeatInterval, inboxCapacity: inboxCapacity,
+            store: store, heartbeatInterval: heartbeatInterval, inboxCapacity: inboxCapacity, maxWindows: maxWindows,
             observers: LiveHub.Observers(wire: EventStreams.wire, largeLoads: largeLoads, largeDrops: largeDrops))
         let api = LibraryAPI(
             store: store,

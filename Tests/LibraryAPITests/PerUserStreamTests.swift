@@ -24,6 +24,51 @@ import Testing
         Set((value as? [[String: Any]] ?? []).compactMap { $0["id"] as? String })
     }
 
+    /// A window holds the first rows of the list its subscriber's rights give, as `GET /books`
+    /// with the same query and token does: a readable book moved out leaves it (the next
+    /// readable row enters), one moved in enters, and subscribers of other rights have windows of
+    /// their own.
+    @Test func windowsHoldTheFirstRowsOfWhatTheirSubscriberMayRead() throws {
+        let world = try World()
+        let admin = world.admin
+        for title in ["Anna", "Zed"] {
+            _ = try world.call(
+                "POST", "/books", admin, body: #"{"libraryId":"\#(world.eastside)","title":"\#(title)"}"#)
+        }
+        let query = "sort=title&limit=2&fields=title"
+        let readerStream = try stream(world, "/books/events?\(query)", world.reader)
+        let adminStream = try stream(world, "/books/events?\(query)", admin)
+        func check(_ stream: EventStreamClient, _ model: CollectionModel, _ token: String) throws {
+            let deadline = Date().addingTimeInterval(5)
+            repeat {
+                stream.drain(quiet: 200).forEach(model.apply)
+            } while try !matches(model, token) && Date() < deadline
+            #expect(try matches(model, token), "\(model.list)")
+        }
+        func matches(_ model: CollectionModel, _ token: String) throws -> Bool {
+            let listed = try world.call("GET", "/books?\(query)", token)
+            return Set(model.items.keys) == world.ids(listed)
+        }
+        let readerModel = CollectionModel(list: "/books?\(query)", fields: ["title"])
+        let adminModel = CollectionModel(list: "/books?\(query)", fields: ["title"])
+        try check(readerStream, readerModel, world.reader)
+        try check(adminStream, adminModel, admin)
+        #expect(Set(readerModel.items.keys) == [world.centralBook])
+        #expect(adminModel.items.count == 2 && adminModel.items.keys.contains(world.centralBook), "Anna, Dune")
+        // Dune moves out of what the reader reads, Anna into it.
+        let anna = try #require(
+            (try world.call("GET", "/books?sort=title&limit=1", admin).json["items"] as? [[String: Any]])?.first?["id"]
+                as? String)
+        #expect(
+            try world.call("PATCH", "/books/\(world.centralBook)", admin, body: #"{"libraryId":"\#(world.eastside)"}"#)
+                .status == 200)
+        #expect(
+            try world.call("PATCH", "/books/\(anna)", admin, body: #"{"libraryId":"\#(world.central)"}"#).status == 200)
+        try check(readerStream, readerModel, world.reader)
+        try check(adminStream, adminModel, admin)
+        #expect(Set(readerModel.items.keys) == [anna])
+    }
+
     @Test func streamsOfWhatCannotBeReadAre404sLikeThoseOfWhatDoesNotExist() throws {
         let world = try World()
         let reader = world.reader  // reads Central only

@@ -245,15 +245,3 @@ import Testing
             .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 }
-
-extension SortedListTests {
-    /// A stream of `/books/events` has every matching book: a list's order, search and window are
-    /// refused there, not ignored.
-    @Test func booksStreams_RefuseTheParametersOfAList() throws {
-        for parameter in ["sort=title", "q=dune", "limit=5", "cursor=c1"] {
-            let response = try live.request("GET", "/books/events?\(parameter)")
-            #expect(response.status == 400, "\(parameter)")
-            #expect((response.json["detail"] as? String)?.hasPrefix(parameter.prefix { $0 != "=" } + " ") == true)
-        }
-    }
-}

@@ -6,19 +6,21 @@ package enum LiveTarget: Hashable, Sendable {
     case libraries
     /// The books matching a filter, as `GET /books` with it lists them.
     case books(BookFilter)
+    /// The first rows of a sorted or searched list of books (`BookWindow`), kept as they move.
+    case window(BookWindow)
 
     /// The id of the one resource watched; nil for a collection.
     package var resourceID: String? {
         switch self {
         case .book(let id), .library(let id): id
-        case .libraries, .books: nil
+        case .libraries, .books, .window: nil
         }
     }
 
     /// Whether this is a collection (its items come and go; it is never deleted).
     package var isCollection: Bool {
         switch self {
-        case .libraries, .books: true
+        case .libraries, .books, .window: true
         case .book, .library: false
         }
     }
@@ -30,6 +32,7 @@ package enum LiveTarget: Hashable, Sendable {
     package var logQuery: LiveTarget {
         switch self {
         case .books(let filter): .books(filter.libraryOnly)
+        case .window(let window): .books(window.query.filter.libraryOnly)
         case .book, .library, .libraries: self
         }
     }
@@ -106,6 +109,12 @@ package protocol LiveStore: AnyObject, Sendable {
         completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     )
 
+    /// Reads the rows of `window` (of the libraries `among` only, when given) and the latest
+    /// change id in one read transaction, off the event loops: one page of the list's index.
+    func read(
+        _ window: BookWindow, among: Set<String>?,
+        completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void)
+
     /// Opens a paged snapshot of a collection (`.libraries` or `.books(filter)`), `pageSize` items
     /// a page: of the libraries `among` (and their books) only, when given.
     func snapshot(of collection: LiveTarget, pageSize: Int, among: Set<String>?) -> any CollectionSnapshot
@@ -124,6 +133,26 @@ extension LiveStore {
             members(state.seq, records.count, &records)
             completion(.success(LoadedState(seq: state.seq, resource: .library(library, members: []))))
         }
+    }
+}
+
+/// A window of a list of books, watched live: the first `limit` books `query` lists from `start`
+/// (`/books/events?libraryId=…&sort=title&limit=50&q=…&cursor=…`).
+package struct BookWindow: Sendable, Hashable {
+    package var query: BookQuery
+    /// `.seq` exactly when the query has no order, as for `LibraryReader.books`.
+    package var start: ListStart
+    package var limit: Int
+
+    /// How many rows a window holds at most: a page of `GET /books`.
+    package static let limits = 1...500
+
+    package init(_ query: BookQuery, start: ListStart, limit: Int) {
+        precondition(Self.limits.contains(limit), "a window holds \(Self.limits) rows")
+        if case .seq = start { precondition(query.order == nil) } else { precondition(query.order != nil) }
+        self.query = query
+        self.start = start
+        self.limit = limit
     }
 }
 

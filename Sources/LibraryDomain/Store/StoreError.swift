@@ -12,6 +12,9 @@ package struct StoreError: Error, Sendable, CustomStringConvertible {
         case invalid([FieldError])
         /// The database cannot be used now: busy, read-only, full or failing (503).
         case unavailable
+        /// The server holds as many of something as it will (503 until some go); the text says
+        /// what, for the client.
+        case atCapacity(String)
         /// Anything else: a bug or a corrupt database (500).
         case `internal`
     }

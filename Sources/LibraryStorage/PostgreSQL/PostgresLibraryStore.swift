@@ -194,6 +194,13 @@ extension PostgresLibraryStore: LiveStore {
     package func load(_ target: LiveTarget, completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void) {
         loadState(target, completion: completion)
     }
+
+    package func read(
+        _ window: BookWindow, among: Set<String>?,
+        completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void
+    ) {
+        readWindow(window, among: among, completion: completion)
+    }
 }
 
 /// A PostgreSQL connection of its own for one large collection snapshot, on its own queue.
