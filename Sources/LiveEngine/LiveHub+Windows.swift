@@ -106,6 +106,9 @@ extension LiveHub {
     private func apply(_ change: CommittedChange, to live: LiveWindow) {
         counters.applyWork.add(1, ordering: .relaxed)
         if live.isReading { return live.keep(change) }
+        // Its rows include every change through `seq` already: the read that made them saw them
+        // (a replica's read can be ahead of the changes handed to the live side).
+        guard change.seq > live.seq else { return }
         let told = live.rows
         switch live.apply(change) {
         case .untouched:
