@@ -12,6 +12,19 @@ extension LiveHub {
     /// what it missed from the change log, or a snapshot read page by page.
     func subscribe(toCollection waiter: Waiter) {
         let request = waiter.request
+        let subscriber = join(waiter)
+        updateInbox()  // before any read, so that no commit the read misses skips the live side
+        if let after = request.resumeAfter, after <= appliedSeq, after >= appliedSeq - store.history {
+            resume(subscriber, after: after, stateSeq: appliedSeq, model: nil)
+        } else {
+            sendSnapshot(to: subscriber)
+        }
+    }
+
+    /// Opens the stream of a collection's (or a window's) new subscriber and adds it to the
+    /// audience of its target, made if it is the first.
+    func join(_ waiter: Waiter) -> Subscriber {
+        let request = waiter.request
         let subscriber = Subscriber(id: nextSubscriberID, request: request, sink: waiter.open(nextSubscriberID))
         nextSubscriberID += 1
         counters.subscribers.add(1, ordering: .relaxed)
@@ -21,12 +34,7 @@ extension LiveHub {
             collectionAudiences += 1
         }
         audiences[request.target]!.add(subscriber)
-        updateInbox()  // before any read, so that no commit the read misses skips the live side
-        if let after = request.resumeAfter, after <= appliedSeq, after >= appliedSeq - store.history {
-            resume(subscriber, after: after, stateSeq: appliedSeq, model: nil)
-        } else {
-            sendSnapshot(to: subscriber)
-        }
+        return subscriber
     }
 
     /// Sends a collection's snapshot a page at a time, at the pace the sink takes them. Live

@@ -17,15 +17,7 @@ extension LiveHub {
                             "The server has \(maxWindows) windows of lists open, as many as it keeps; retry shortly."
                         ))))
         }
-        let subscriber = Subscriber(id: nextSubscriberID, request: request, sink: waiter.open(nextSubscriberID))
-        nextSubscriberID += 1
-        counters.subscribers.add(1, ordering: .relaxed)
-        waiter.outcome(.subscribed)
-        if audiences[request.target] == nil {
-            audiences[request.target] = Audience()
-            collectionAudiences += 1
-        }
-        audiences[request.target]!.add(subscriber)
+        let subscriber = join(waiter)
         // Until its snapshot is sent, the changes of the window are held (those it includes
         // dropped), as for a collection's.
         subscriber.holdForSnapshot()
