@@ -52,6 +52,17 @@ package final class LibraryAPI: HTTPResponder {
         metrics.addGauge("library_sse_subscribers", help: "Event-stream subscribers open now.") {
             counters.subscribers.load(ordering: .relaxed)
         }
+        metrics.addGauge(
+            "library_live_windows", help: "Windows of lists open now (different queries, cursors and rights)."
+        ) {
+            counters.windows.load(ordering: .relaxed)
+        }
+        metrics.addCounter(
+            "library_live_window_reads_total",
+            help: "Reads of a window's rows: one as it opens, one per change that took a member out of a full window."
+        ) {
+            counters.windowReads.load(ordering: .relaxed)
+        }
         metrics.addCounter(
             "library_access_log_lines_dropped_total",
             help: "Access-log lines dropped because the reader of stderr had no room for them."

@@ -180,6 +180,8 @@ final class LiveWindow {
                 delta.added.append(.init(id: book.id, fields: ResourceDelta.values(BookField.all) { book[$0] }))
                 continue
             }
+            // A row of the same version is the same row (every write counts a version).
+            guard previous.version != book.version else { continue }
             let changed = BookField.allCases.filter { $0 != .id && previous[$0] != book[$0] }
             if !changed.isEmpty {
                 delta.changed.append(.init(id: book.id, fields: ResourceDelta.values(Set(changed)) { book[$0] }))
