@@ -228,7 +228,8 @@ let package = Package(
             dependencies: ["APICore", "EventStreams", "JSON", "LibraryDomain", "LiveEngine", "TestSupport"],
             swiftSettings: swiftSettings),
         .testTarget(
-            name: "LiveEngineTests", dependencies: ["LiveEngine", "LibraryDomain"], swiftSettings: swiftSettings),
+            name: "LiveEngineTests", dependencies: ["LiveEngine", "LibraryDomain", "TestSupport"],
+            swiftSettings: swiftSettings),
         .testTarget(
             name: "LibraryAPITests",
             dependencies: [

@@ -38,10 +38,9 @@ extension LiveHub {
         read(live)
     }
 
-    /// Reads the rows of `live`; `told`: the rows its subscribers saw, when they are not its rows
-    /// (a change that needed the read was applied to them in part).
-    private func read(_ live: LiveWindow, told: [LiveWindow.Row]? = nil) {
-        live.beginRead(told: told)
+    /// Reads the rows of `live`.
+    private func read(_ live: LiveWindow) {
+        live.beginRead()
         counters.windowReads.add(1, ordering: .relaxed)
         store.read(live.window, among: live.key.readable) { result in
             LiveActor.enqueue { self.windowRead(live, result) }
@@ -101,14 +100,10 @@ extension LiveHub {
         // Its rows include every change through `seq` already: the read that made them saw them
         // (a replica's read can be ahead of the changes handed to the live side).
         guard change.seq > live.seq else { return }
-        let told = live.rows
         switch live.apply(change) {
-        case .untouched:
-            break
-        case .changed:
-            if let delta = live.delta(from: told) { deliver(delta, of: live) }
-        case .needsRead:
-            read(live, told: told)
+        case .untouched: break
+        case .changed(let delta): deliver(delta, of: live)
+        case .needsRead: read(live)
         }
     }
 

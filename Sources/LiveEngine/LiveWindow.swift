@@ -22,7 +22,8 @@ final class LiveWindow {
     /// What a change did to the rows.
     enum Step {
         case untouched
-        case changed
+        /// What the subscribers are told.
+        case changed(ResourceDelta)
         /// A member left a full window, or moved past its end: the rows must be read.
         case needsRead
     }
@@ -34,7 +35,8 @@ final class LiveWindow {
     }
 
     let key: Key
-    var window: BookWindow { key.window }
+    let window: BookWindow
+    let readable: Set<String>?
     /// The rows, in order: what the subscribers were told, but while a read is under way.
     private(set) var rows: [Row] = []
     private var members: Set<String> = []
@@ -56,14 +58,15 @@ final class LiveWindow {
 
     init(_ key: Key) {
         self.key = key
+        window = key.window
+        readable = key.readable
     }
 
     var isReading: Bool { told != nil }
 
-    /// Starts a read: the rows as told (`rows` unless given) are kept to be compared with what
-    /// it returns.
-    func beginRead(told rows: [Row]? = nil) {
-        if told == nil { told = rows ?? self.rows }
+    /// Starts a read: the rows as told are kept to be compared with what it returns.
+    func beginRead() {
+        if told == nil { told = rows }
         later = []
         readAgain = false
     }
@@ -89,7 +92,7 @@ final class LiveWindow {
         later = []
         if readAgain { return false }
         for change in pending where change.seq > readSeq {
-            if apply(change) == .needsRead { return false }
+            if case .needsRead = apply(change) { return false }
         }
         loaded = true
         return true
@@ -101,12 +104,23 @@ final class LiveWindow {
         return told ?? rows
     }
 
-    /// Applies a committed change to the rows, when it can be from the change alone.
+    /// Applies a committed change to the rows, when it can be from the change alone: returns the
+    /// delta subscribers are sent (nil when the rows did not change), or that the rows must be
+    /// read (they are then as before the change).
     func apply(_ change: CommittedChange) -> Step {
-        var step = Step.untouched
+        // The rows the change touched, as they were before it and are after it: what the delta
+        // is made of, without comparing every row.
+        var touched: [(id: String, before: BookRecord?, after: BookRecord?)] = []
+        func touch(_ id: String, before: BookRecord?, after: BookRecord?) {
+            if let index = touched.firstIndex(where: { $0.id == id }) {
+                touched[index].after = after
+            } else {
+                touched.append((id, before, after))
+            }
+        }
         for case .book(let book, _, _, let deleted) in change.items {
             let isMember = members.contains(book.id)
-            let matches = !deleted && (key.readable?.contains(book.library) ?? true) && window.query.matches(book)
+            let matches = !deleted && (readable?.contains(book.library) ?? true) && window.query.matches(book)
             guard isMember || matches else { continue }
             let row = Row(book: book, key: sortKey(of: book))
             let inside = matches && followsStart(row)
@@ -115,26 +129,70 @@ final class LiveWindow {
                 let index = rows.firstIndex { $0.book.id == book.id }!
                 let old = rows.remove(at: index)
                 members.remove(book.id)
-                step = .changed
+                // Past the last row of a full window, or out of it: a row beyond it may come first.
+                let place = inside ? insertionIndex(of: row) : rows.count
+                if full && place == rows.count && (!inside || precedes(old, row)) {
+                    rows.insert(old, at: index)
+                    members.insert(book.id)
+                    undo(touched)
+                    return .needsRead
+                }
+                touch(book.id, before: old.book, after: inside ? book : nil)
                 if inside {
-                    let place = insertionIndex(of: row)
-                    // Past the last row of a full window: a row beyond it may now come first.
-                    if full && place == rows.count && precedes(old, row) { return .needsRead }
                     rows.insert(row, at: place)
                     members.insert(book.id)
-                } else if full {
-                    return .needsRead
                 }
             } else if inside {
                 if full, let last = rows.last, !precedes(row, last) { continue }
                 rows.insert(row, at: insertionIndex(of: row))
                 members.insert(book.id)
-                if rows.count > window.limit { members.remove(rows.removeLast().book.id) }
-                step = .changed
+                touch(book.id, before: nil, after: book)
+                if rows.count > window.limit {
+                    let last = rows.removeLast()
+                    members.remove(last.book.id)
+                    touch(last.book.id, before: last.book, after: nil)
+                }
             }
         }
-        if step == .changed { seq = max(seq, change.seq) }
-        return step
+        var delta = ResourceDelta(id: "")
+        delta.isCollection = true
+        for (id, before, after) in touched {
+            switch (before, after) {
+            case (nil, let book?):
+                delta.added.append(.init(id: id, fields: ResourceDelta.values(BookField.all) { book[$0] }))
+            case (_?, nil):
+                delta.removed.append(id)
+            case (let previous?, let book?):
+                if let changed = Self.changed(previous, book) { delta.changed.append(changed) }
+            case (nil, nil):
+                continue
+            }
+        }
+        if delta.added.isEmpty && delta.removed.isEmpty && delta.changed.isEmpty { return .untouched }
+        seq = max(seq, change.seq)
+        return .changed(delta)
+    }
+
+    /// Puts back the rows `touched` changed, newest first.
+    private func undo(_ touched: [(id: String, before: BookRecord?, after: BookRecord?)]) {
+        for (id, before, after) in touched.reversed() {
+            if after != nil, let index = rows.firstIndex(where: { $0.book.id == id }) {
+                rows.remove(at: index)
+                members.remove(id)
+            }
+            if let before {
+                let row = Row(book: before, key: sortKey(of: before))
+                rows.insert(row, at: insertionIndex(of: row))
+                members.insert(id)
+            }
+        }
+    }
+
+    /// A member that stayed, with the fields that differ; nil when none does (same version).
+    private static func changed(_ previous: BookRecord, _ book: BookRecord) -> LiveEvent.Member? {
+        guard previous.version != book.version else { return nil }
+        let fields = BookField.allCases.filter { $0 != .id && previous[$0] != book[$0] }
+        return fields.isEmpty ? nil : .init(id: book.id, fields: ResourceDelta.values(Set(fields)) { book[$0] })
     }
 
     // MARK: The order
@@ -167,25 +225,22 @@ final class LiveWindow {
         return low
     }
 
-    /// What subscribers are told when the rows go from `old` to the current ones: the books that
-    /// joined (every field), left, or changed (the fields that differ). Nil when nothing did.
+    /// What subscribers are told when the rows go from `old` to the current ones (after a read):
+    /// the books that joined (every field), left, or changed (the fields that differ). Nil when
+    /// nothing did.
     func delta(from old: [Row]) -> ResourceDelta? {
         var delta = ResourceDelta(id: "")
         delta.isCollection = true
-        var before: [String: BookRecord] = [:]
-        for row in old { before[row.book.id] = row.book }
+        var before: [String: Int] = [:]
+        before.reserveCapacity(old.count)
+        for (index, row) in old.enumerated() { before[row.book.id] = index }
         for row in rows {
             let book = row.book
-            guard let previous = before.removeValue(forKey: book.id) else {
+            guard let index = before.removeValue(forKey: book.id) else {
                 delta.added.append(.init(id: book.id, fields: ResourceDelta.values(BookField.all) { book[$0] }))
                 continue
             }
-            // A row of the same version is the same row (every write counts a version).
-            guard previous.version != book.version else { continue }
-            let changed = BookField.allCases.filter { $0 != .id && previous[$0] != book[$0] }
-            if !changed.isEmpty {
-                delta.changed.append(.init(id: book.id, fields: ResourceDelta.values(Set(changed)) { book[$0] }))
-            }
+            if let changed = Self.changed(old[index].book, book) { delta.changed.append(changed) }
         }
         delta.removed = old.compactMap { before[$0.book.id] != nil ? $0.book.id : nil }
         return delta.added.isEmpty && delta.removed.isEmpty && delta.changed.isEmpty ? nil : delta
