@@ -30,6 +30,7 @@ extension LiveHub {
             return
         }
         let live = LiveWindow(key)
+        live.audience = audiences[request.target]
         live.joiners.append(subscriber)
         windows[key] = live
         windowsByFilter[window.query.filter, default: [:]][ObjectIdentifier(live)] = live
@@ -108,8 +109,8 @@ extension LiveHub {
     }
 
     private func deliver(_ delta: ResourceDelta, of live: LiveWindow) {
-        guard let audience = audiences[.window(live.window)] else { return }
-        let readable = live.key.readable
+        guard let audience = live.audience else { return }
+        let readable = live.readable
         let delivered = audience.deliver(seq: live.seq) { $0 == readable ? delta : nil }
         counters.applyWork.add(delivered, ordering: .relaxed)
     }

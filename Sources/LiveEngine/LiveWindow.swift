@@ -13,10 +13,16 @@ import LibraryDomain
 /// applied after it.
 @LiveActor
 final class LiveWindow {
-    /// A row and its place in the order: the sort key (`SortKey`), or the insertion order.
-    struct Row {
+    /// A row and its place in the order: the sort key (`SortKey`), or the insertion order. A
+    /// class, so that moving rows moves references, not records.
+    final class Row {
         let book: BookRecord
         let key: FieldValue
+
+        init(book: BookRecord, key: FieldValue) {
+            self.book = book
+            self.key = key
+        }
     }
 
     /// What a change did to the rows.
@@ -39,7 +45,8 @@ final class LiveWindow {
     let readable: Set<String>?
     /// The rows, in order: what the subscribers were told, but while a read is under way.
     private(set) var rows: [Row] = []
-    private var members: Set<String> = []
+    /// The rows by id.
+    private var members: [String: Row] = [:]
     /// The latest change the rows include.
     private(set) var seq = 0
     /// Whether the rows were ever read: before, subscribers wait for them.
@@ -52,6 +59,9 @@ final class LiveWindow {
     private var readAgain = false
     /// Subscribers waiting for the rows, to be sent them as a snapshot.
     var joiners: [Subscriber] = []
+    /// The audience of its target (windows of other rights share it); it outlives the window,
+    /// which closes when its last subscriber goes.
+    weak var audience: Audience?
 
     /// How many changes a read under way keeps before it is simply read again after.
     static let maxLater = 1_000
@@ -86,7 +96,7 @@ final class LiveWindow {
     /// when the window must be read again.
     func endRead(_ books: [BookRecord], readSeq: Int) -> Bool {
         rows = books.map { Row(book: $0, key: sortKey(of: $0)) }
-        members = Set(books.map(\.id))
+        members = Dictionary(rows.map { ($0.book.id, $0) }, uniquingKeysWith: { $1 })
         seq = max(seq, readSeq)
         let pending = later
         later = []
@@ -119,37 +129,43 @@ final class LiveWindow {
             }
         }
         for case .book(let book, _, _, let deleted) in change.items {
-            let isMember = members.contains(book.id)
+            let old = members[book.id]
             let matches = !deleted && (readable?.contains(book.library) ?? true) && window.query.matches(book)
-            guard isMember || matches else { continue }
+            guard old != nil || matches else { continue }
             let row = Row(book: book, key: sortKey(of: book))
             let inside = matches && followsStart(row)
             let full = rows.count == window.limit
-            if isMember {
-                let index = rows.firstIndex { $0.book.id == book.id }!
-                let old = rows.remove(at: index)
-                members.remove(book.id)
+            if let old {
+                let index = insertionIndex(of: old)  // where it is: the first row not before it
+                if inside && !precedes(old, row) && !precedes(row, old) {
+                    rows[index] = row  // the same place in the order
+                    members[book.id] = row
+                    touch(book.id, before: old.book, after: book)
+                    continue
+                }
+                rows.remove(at: index)
                 // Past the last row of a full window, or out of it: a row beyond it may come first.
                 let place = inside ? insertionIndex(of: row) : rows.count
                 if full && place == rows.count && (!inside || precedes(old, row)) {
                     rows.insert(old, at: index)
-                    members.insert(book.id)
                     undo(touched)
                     return .needsRead
                 }
                 touch(book.id, before: old.book, after: inside ? book : nil)
                 if inside {
                     rows.insert(row, at: place)
-                    members.insert(book.id)
+                    members[book.id] = row
+                } else {
+                    members[book.id] = nil
                 }
             } else if inside {
                 if full, let last = rows.last, !precedes(row, last) { continue }
                 rows.insert(row, at: insertionIndex(of: row))
-                members.insert(book.id)
+                members[book.id] = row
                 touch(book.id, before: nil, after: book)
                 if rows.count > window.limit {
                     let last = rows.removeLast()
-                    members.remove(last.book.id)
+                    members[last.book.id] = nil
                     touch(last.book.id, before: last.book, after: nil)
                 }
             }
@@ -176,14 +192,13 @@ final class LiveWindow {
     /// Puts back the rows `touched` changed, newest first.
     private func undo(_ touched: [(id: String, before: BookRecord?, after: BookRecord?)]) {
         for (id, before, after) in touched.reversed() {
-            if after != nil, let index = rows.firstIndex(where: { $0.book.id == id }) {
-                rows.remove(at: index)
-                members.remove(id)
+            if after != nil, let row = members.removeValue(forKey: id) {
+                rows.remove(at: insertionIndex(of: row))
             }
             if let before {
                 let row = Row(book: before, key: sortKey(of: before))
                 rows.insert(row, at: insertionIndex(of: row))
-                members.insert(id)
+                members[id] = row
             }
         }
     }
