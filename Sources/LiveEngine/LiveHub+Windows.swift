@@ -33,7 +33,13 @@ extension LiveHub {
         live.audience = audiences[request.target]
         live.joiners.append(subscriber)
         windows[key] = live
-        windowsByFilter[window.query.filter, default: [:]][ObjectIdentifier(live)] = live
+        let groupKey = WindowGroup.Key(query: window.query, readable: request.readable)
+        let group = windowGroups[groupKey] ?? WindowGroup(groupKey)
+        if windowGroups[groupKey] == nil {
+            windowGroups[groupKey] = group
+            windowGroupsByFilter[window.query.filter, default: [:]][ObjectIdentifier(group)] = group
+        }
+        group.add(live)
         counters.windows.add(1, ordering: .relaxed)
         updateInbox()  // before the read, so that no commit it misses skips the window
         read(live)
@@ -78,17 +84,19 @@ extension LiveHub {
         }
     }
 
-    /// Applies a committed change to the windows it can concern, found by lookup as collection
-    /// streams are (the filters its book matched before or after it).
+    /// Applies a committed change to the windows it can concern: their lists are found by lookup
+    /// as collection streams are (the filters its book matched before or after it), and each list
+    /// tells which of its windows the change may enter or leave (`WindowGroup`).
     func publishToWindows(_ change: CommittedChange) {
         var seen: Set<ObjectIdentifier> = []
         for case .book(let book, _, let before, let deleted) in change.items {
             for keys in [before, deleted ? nil : book.keys] {
                 guard let keys else { continue }
                 for filter in BookFilter.all(matching: keys) {
-                    guard let found = windowsByFilter[filter] else { continue }
-                    for (id, live) in found where seen.insert(id).inserted {
-                        apply(change, to: live)
+                    guard let found = windowGroupsByFilter[filter] else { continue }
+                    for (id, group) in found where seen.insert(id).inserted {
+                        counters.applyWork.add(1, ordering: .relaxed)
+                        for live in group.windows(concernedBy: change) { apply(change, to: live) }
                     }
                 }
             }
@@ -123,8 +131,8 @@ extension LiveHub {
     /// Closes the windows of `window` but those for the readable libraries `kept`: nobody
     /// subscribes to them any more.
     func closeWindows(of window: BookWindow, keeping kept: Set<Set<String>?>) {
-        let open = windowsByFilter[window.query.filter].map { Array($0.values) } ?? []
-        for live in open where live.window == window && !kept.contains(live.key.readable) {
+        let open = windowGroupsByFilter[window.query.filter].map { $0.values.flatMap(\.windows) } ?? []
+        for live in open where live.window == window && !kept.contains(live.readable) {
             close(live)
         }
     }
@@ -132,9 +140,13 @@ extension LiveHub {
     private func close(_ live: LiveWindow) {
         guard windows[live.key] === live else { return }
         windows[live.key] = nil
-        let filter = live.window.query.filter
-        windowsByFilter[filter]?[ObjectIdentifier(live)] = nil
-        if windowsByFilter[filter]?.isEmpty == true { windowsByFilter[filter] = nil }
         counters.windows.subtract(1, ordering: .relaxed)
+        guard let group = live.group else { return }
+        group.remove(live)
+        guard group.isEmpty else { return }
+        windowGroups[group.key] = nil
+        let filter = group.key.query.filter
+        windowGroupsByFilter[filter]?[ObjectIdentifier(group)] = nil
+        if windowGroupsByFilter[filter]?.isEmpty == true { windowGroupsByFilter[filter] = nil }
     }
 }

@@ -21,10 +21,11 @@ package final class LiveHub {
     var audiences: [LiveTarget: Audience] = [:]
     /// How many of `audiences` watch a collection: while none do, changes skip that lookup.
     var collectionAudiences = 0
-    /// The windows of book lists watched, by which and for whom, and by their filter (what a
-    /// change's book is looked up by).
+    /// The windows of book lists watched, by which and for whom; the lists they belong to, by
+    /// query and by filter (what a change's book is looked up by).
     var windows: [LiveWindow.Key: LiveWindow] = [:]
-    var windowsByFilter: [BookFilter: [ObjectIdentifier: LiveWindow]] = [:]
+    var windowGroups: [WindowGroup.Key: WindowGroup] = [:]
+    var windowGroupsByFilter: [BookFilter: [ObjectIdentifier: WindowGroup]] = [:]
     /// Resources being read for their first subscribers, with the changes that concern them meanwhile.
     var loads: [LiveTarget: PendingLoad] = [:]
     /// Change-log reads for resuming subscribers, each shared by all who need it.

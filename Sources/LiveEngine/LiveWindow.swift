@@ -66,17 +66,47 @@ final class LiveWindow {
     /// How many changes a read under way keeps before it is simply read again after.
     static let maxLater = 1_000
 
+    /// The list it belongs to.
+    weak var group: WindowGroup?
+    /// Where it starts in the list's order (nil: at the top).
+    let start: WindowGroup.Position?
+
     init(_ key: Key) {
         self.key = key
         window = key.window
         readable = key.readable
+        switch key.window.start {
+        case .seq(let seq): start = seq == 0 ? nil : WindowGroup.Position(key: .int(seq), id: "")
+        case .sorted(let position): start = position.map { WindowGroup.Position(key: $0.key, id: $0.id) }
+        }
+    }
+
+    /// Where it ends: its last row when it is full and not being read, else nil (any row after
+    /// its start may be in it).
+    var end: WindowGroup.Position? {
+        guard rows.count == window.limit, !isReading, let last = rows.last else { return nil }
+        return WindowGroup.Position(key: last.key, id: last.book.id)
+    }
+
+    var memberIDs: Dictionary<String, Row>.Keys { members.keys }
+
+    /// Sets the row of `id` (nil: none), telling the group which books its windows hold.
+    private func setMember(_ id: String, _ row: Row?) {
+        if let row {
+            if members.updateValue(row, forKey: id) == nil { group?.joined(id) }
+        } else if members.removeValue(forKey: id) != nil {
+            group?.left(id)
+        }
     }
 
     var isReading: Bool { told != nil }
 
     /// Starts a read: the rows as told are kept to be compared with what it returns.
     func beginRead() {
-        if told == nil { told = rows }
+        if told == nil {
+            told = rows
+            group?.readStarted()
+        }
         later = []
         readAgain = false
     }
@@ -96,7 +126,10 @@ final class LiveWindow {
     /// when the window must be read again.
     func endRead(_ books: [BookRecord], readSeq: Int) -> Bool {
         rows = books.map { Row(book: $0, key: sortKey(of: $0)) }
+        for id in members.keys { group?.left(id) }
         members = Dictionary(rows.map { ($0.book.id, $0) }, uniquingKeysWith: { $1 })
+        for id in members.keys { group?.joined(id) }
+        group?.rowsChanged()
         seq = max(seq, readSeq)
         let pending = later
         later = []
@@ -110,7 +143,10 @@ final class LiveWindow {
 
     /// The rows as subscribers last saw them, now that they are settled.
     func takeTold() -> [Row] {
-        defer { told = nil }
+        defer {
+            if told != nil { group?.readEnded() }
+            told = nil
+        }
         return told ?? rows
     }
 
@@ -139,7 +175,7 @@ final class LiveWindow {
                 let index = insertionIndex(of: old)  // where it is: the first row not before it
                 if inside && !precedes(old, row) && !precedes(row, old) {
                     rows[index] = row  // the same place in the order
-                    members[book.id] = row
+                    setMember(book.id, row)
                     touch(book.id, before: old.book, after: book)
                     continue
                 }
@@ -154,22 +190,23 @@ final class LiveWindow {
                 touch(book.id, before: old.book, after: inside ? book : nil)
                 if inside {
                     rows.insert(row, at: place)
-                    members[book.id] = row
+                    setMember(book.id, row)
                 } else {
-                    members[book.id] = nil
+                    setMember(book.id, nil)
                 }
             } else if inside {
                 if full, let last = rows.last, !precedes(row, last) { continue }
                 rows.insert(row, at: insertionIndex(of: row))
-                members[book.id] = row
+                setMember(book.id, row)
                 touch(book.id, before: nil, after: book)
                 if rows.count > window.limit {
                     let last = rows.removeLast()
-                    members[last.book.id] = nil
+                    setMember(last.book.id, nil)
                     touch(last.book.id, before: last.book, after: nil)
                 }
             }
         }
+        if !touched.isEmpty { group?.rowsChanged() }
         var delta = ResourceDelta(id: "")
         delta.isCollection = true
         for (id, before, after) in touched {
@@ -192,13 +229,14 @@ final class LiveWindow {
     /// Puts back the rows `touched` changed, newest first.
     private func undo(_ touched: [(id: String, before: BookRecord?, after: BookRecord?)]) {
         for (id, before, after) in touched.reversed() {
-            if after != nil, let row = members.removeValue(forKey: id) {
+            if after != nil, let row = members[id] {
                 rows.remove(at: insertionIndex(of: row))
+                setMember(id, nil)
             }
             if let before {
                 let row = Row(book: before, key: sortKey(of: before))
                 rows.insert(row, at: insertionIndex(of: row))
-                members[id] = row
+                setMember(id, row)
             }
         }
     }
@@ -213,7 +251,12 @@ final class LiveWindow {
     // MARK: The order
 
     private func sortKey(of book: BookRecord) -> FieldValue {
-        guard let order = window.query.order else { return .int(book.seq) }
+        Self.sortKey(of: book, in: window.query.order)
+    }
+
+    /// Where `book` goes in `order`: its field's `SortKey`, or in insertion order its `seq`.
+    static func sortKey(of book: BookRecord, in order: ListOrder<BookField>?) -> FieldValue {
+        guard let order else { return .int(book.seq) }
         return SortKey.of(book[order.field], order.field.descriptor)
     }
 

@@ -130,6 +130,24 @@ import Testing
             try model.check(live)
             windows.append((stream, model))
         }
+        // Consecutive pages of one list, each a window (one list's windows are checked together).
+        for sort in ["title", "-publishedYear", "updatedAt"] {
+            let query = "libraryId=\(libraries[0])&sort=\(sort)&limit=3"
+            var cursor: String?
+            for page in 0..<4 {
+                let pageQuery = query + (cursor.map { "&cursor=\($0)" } ?? "")
+                let listed = try live.request("GET", "/books?" + pageQuery)
+                cursor = listed.json["nextCursor"] as? String
+                let field = sort.hasPrefix("-") ? String(sort.dropFirst()) : sort
+                let stream = try live.events("/books/events?" + pageQuery + "&fields=title")
+                let model = CollectionModel(
+                    list: "/books?" + pageQuery + "&fields=" + Set(["title", field]).sorted().joined(separator: ","),
+                    fields: Set(["title", field]))
+                model.apply(try #require(try stream.next()))
+                windows.append((stream, model))
+                if cursor == nil { break }
+            }
+        }
         for _ in 0..<60 {
             let book = books.randomElement(using: &random)!
             switch Int.random(in: 0..<10, using: &random) {
