@@ -459,7 +459,55 @@ def lists(data):
     return lines
 
 
+@from_result("windows.json")
+def windows(data):
+    lines = [
+        "| opening, one library of %s books | window: request to end of snapshot, p50 / p99 "
+        "| `GET` of the same page, p50 / p99 | p99 window ÷ `GET` |" % number(data["books"]),
+        "|---|---:|---:|---:|",
+    ]
+    for name, entry in data["opening"].items():
+        window, listed = entry["window"], entry["GET"]
+        lines.append(f"| {name} | {window['median_ms']:.2f} / {window['p99_ms']:.2f} ms "
+                     f"| {listed['median_ms']:.2f} / {listed['p99_ms']:.2f} ms | {entry['p99_ratio_window_vs_GET']:.2f}x |")
+    fan = data["fan_out"]
+    plain = fan["plain watches"]
+    lines += [
+        "",
+        "| PATCH to the last of 100 streams having its event | p50 | p95 | p99 | p99 ÷ plain watches |",
+        "|---|---:|---:|---:|---:|",
+        f"| 100 plain watches of the book | {plain['median_ms']:.2f} ms | {plain['p95_ms']:.2f} ms "
+        f"| {plain['p99_ms']:.2f} ms | 1 |",
+    ]
+    for direction in ("into", "out of"):
+        entry = fan["windows"][direction]
+        ratio = fan["p99_ratio_windows_%s_vs_plain" % direction.replace(" ", "_")]
+        lines.append(f"| a book moved {direction} 100 windows | {entry['median_ms']:.2f} ms | {entry['p95_ms']:.2f} ms "
+                     f"| {entry['p99_ms']:.2f} ms | {ratio:.2f}x |")
+    outside = data["writes_outside"]
+    lines += [
+        "",
+        "| %d s of wrk title PATCHes outside every window, 32 connections | throughput | p99 "
+        "| server CPU per write | window reads | live lag after |" % data["seconds"],
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name in ("none", "1,000 windows", "again, no window"):
+        entry = outside[name]
+        label = {"none": "no window open", "again, no window": "no window open, again"}.get(name, name + " open")
+        lines.append(f"| {label} | {number(entry['rps'])}/s | {entry['p99_ms']:.1f} ms "
+                     f"| {entry['server_cpu_us_per_write']:.0f} µs | {entry['window_reads']} | {entry['lag_after']} |")
+    lines += [
+        "",
+        f"With 1,000 windows open ÷ without: throughput {outside['rps_ratio_windows_vs_none']:.2f}x, "
+        f"server CPU per write {outside['cpu_per_write_ratio_windows_vs_none']:.2f}x.",
+        "",
+        source(data, "windows.json"),
+    ]
+    return lines
+
+
 BLOCKS = {
+    "windows": windows,
     "lists": lists,
     "benchmark": benchmark,
     "memory": memory,
