@@ -134,7 +134,7 @@ import Testing
         for sort in ["title", "-publishedYear", "updatedAt"] {
             let query = "libraryId=\(libraries[0])&sort=\(sort)&limit=3"
             var cursor: String?
-            for page in 0..<4 {
+            for _ in 0..<4 {
                 let pageQuery = query + (cursor.map { "&cursor=\($0)" } ?? "")
                 let listed = try live.request("GET", "/books?" + pageQuery)
                 cursor = listed.json["nextCursor"] as? String
@@ -234,5 +234,29 @@ import Testing
         while live.hub.counters.windows.load(ordering: .relaxed) > 1 && Date() < deadline { usleep(10_000) }
         let third = try live.events("/books/events?sort=title&limit=3")
         #expect(third.head.status == 200)
+    }
+
+    /// A window does not replay: a stream that resumes gets its rows afresh as a snapshot, for
+    /// the single stream and for a watch of a multiplexed one.
+    @Test func resumedWindows_StartAgainWithASnapshotOfTheirRows() throws {
+        let library = try live.createLibrary()
+        let books = try ["b", "a", "c"].map { try live.createBook(in: library, title: $0) }
+        let single = try live.events("/books/events?libraryId=\(library)&sort=title&limit=2&fields=title")
+        let first = try #require(try single.next())
+        #expect(LiveQueryTests.ids(first.json["items"]) == [books[1], books[0]])
+        try write("PATCH", "/books/\(books[2])", #"{"title":"0"}"#)
+        let resumed = try live.events(
+            "/books/events?libraryId=\(library)&sort=title&limit=2&fields=title", headers: ["Last-Event-ID": first.id!])
+        let again = try #require(try resumed.next())
+        #expect(again.event == "snapshot")
+        #expect(LiveQueryTests.ids(again.json["items"]) == [books[2], books[1]])
+
+        let watch = "/books?libraryId=\(library)&sort=title&limit=2&fields=title"
+        let stream = try live.events(WatchStreamTests.query([watch]))
+        let frame = try #require(try stream.next())
+        let multiplexed = try live.events(WatchStreamTests.query([watch], lastEventID: frame.id))
+        let entry = try #require(try multiplexed.next()?.entries.first)
+        #expect(entry["event"] as? String == "snapshot")
+        #expect(LiveQueryTests.ids((entry["data"] as? [String: Any])?["items"]) == [books[2], books[1]])
     }
 }
