@@ -31,7 +31,7 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from benchlib import HERE, Server, log, percentile, write_result  # noqa: E402
+from benchlib import HERE, Server, log, page_cursors, percentile, write_result  # noqa: E402
 
 sys.path.insert(0, HERE)
 import seed  # noqa: E402
@@ -72,28 +72,12 @@ def summary(times):
             "p99_ms": round(percentile(times, 0.99), 2)}
 
 
-def cursors(connection, path, count, every):
-    """Cursors spread over the list: the `nextCursor` of every `every`-th page of 500 rows."""
-    found, cursor, page = [], None, 0
-    while len(found) < count:
-        query = path + ("&" if "?" in path else "?") + "limit=500" + ("&cursor=" + cursor if cursor else "")
-        connection.request("GET", query)
-        answer = json.loads(connection.getresponse().read())
-        cursor = answer["nextCursor"]
-        if cursor is None:
-            break
-        page += 1
-        if page % every == 0:
-            found.append(cursor)
-    return found
-
-
 def reads(port, books, requests):
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     base = "/libraries/%s/books" % LIBRARY
     results = {}
     pages = max(1, books // 500 // 20)  # 20 cursors spread over the library
-    plain_cursors = cursors(connection, base + "?fields=id", 20, pages)
+    plain_cursors = page_cursors(connection, base + "?fields=id", 20, pages, 500)
     plain_first, _ = timed(connection, base + "?limit=50", requests)
     plain_later = []
     for cursor in plain_cursors:
@@ -105,7 +89,7 @@ def reads(port, books, requests):
         first, answer = timed(connection, path + "&limit=50", requests)
         assert len(answer["items"]) == 50
         later = []
-        for cursor in cursors(connection, path + "&fields=id", 20, pages):
+        for cursor in page_cursors(connection, path + "&fields=id", 20, pages, 500):
             later += timed(connection, path + "&limit=50&cursor=" + cursor, max(1, requests // 20))[0]
         results["sort=" + sort] = {
             "first": summary(first), "later": summary(later),

@@ -34,7 +34,8 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from benchlib import HERE, Server, log, metric, open_stream, percentile, read_snapshot, write_result  # noqa: E402
+from benchlib import (  # noqa: E402
+    HERE, Server, log, metric, open_stream, page_cursors, percentile, read_snapshot, write_result)
 
 sys.path.insert(0, HERE)
 import seed  # noqa: E402
@@ -58,20 +59,6 @@ def get(connection, path):
     return json.loads(data)
 
 
-def cursors(connection, path, count, every):
-    """The `nextCursor` of every `every`-th page of `path` (pages of PAGE rows), `count` of them."""
-    found, cursor, page = [], None, 0
-    while len(found) < count:
-        answer = get(connection, path + "&limit=%d" % PAGE + ("&cursor=" + cursor if cursor else ""))
-        cursor = answer["nextCursor"]
-        if cursor is None:
-            break
-        page += 1
-        if page % every == 0:
-            found.append(cursor)
-    return found
-
-
 def wait_windows(port, count, timeout=30):
     deadline = time.monotonic() + timeout
     while metric(port, "library_live_windows") != count:
@@ -84,7 +71,7 @@ def opening(port, books, opens):
     """Times opening windows nobody has open, side by side with GET of the same page."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     base = "/books?libraryId=%s&sort=title&fields=title" % LIBRARY
-    spread = cursors(connection, base, 20, max(1, books // PAGE // 20))
+    spread = page_cursors(connection, base, 20, max(1, books // PAGE // 20), PAGE)
     rare = urllib.parse.quote("number %d" % (books // 2 + 1))
     cases = {
         "first page by title": ["&limit=%d" % PAGE],
@@ -229,7 +216,7 @@ def outside(server, books, seconds):
     """Writes outside every window, with 1,000 windows open and with none."""
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
     base = "/books?libraryId=%s&sort=createdAt&fields=id" % LIBRARY
-    pages = [None] + cursors(connection, base, WINDOWS_OUTSIDE - 1, 1)
+    pages = [None] + page_cursors(connection, base, WINDOWS_OUTSIDE - 1, 1, PAGE)
     connection.close()
     watches = ["/books?libraryId=%s&sort=createdAt&limit=%d%s&fields=title"
                % (LIBRARY, PAGE, "&cursor=" + cursor if cursor else "") for cursor in pages]

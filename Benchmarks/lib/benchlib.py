@@ -6,6 +6,7 @@ Standard library only; everything talks to 127.0.0.1.
 """
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -128,6 +129,26 @@ def slower_than(text, histogram, seconds):
 
 def metric(port, name):
     return metrics(port, name)[0]
+
+
+def page_cursors(connection, path, count, every, page_size):
+    """Cursors spread over the list `GET path` pages (on `connection`, an http.client connection):
+    the `nextCursor` of every `every`-th page of `page_size` rows, `count` of them at most."""
+    found, cursor, page = [], None, 0
+    while len(found) < count:
+        query = path + ("&" if "?" in path else "?") + "limit=%d" % page_size + ("&cursor=" + cursor if cursor else "")
+        connection.request("GET", query)
+        response = connection.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise SystemExit("%s: %d %s" % (query, response.status, data[:200]))
+        cursor = json.loads(data)["nextCursor"]
+        if cursor is None:
+            break
+        page += 1
+        if page % every == 0:
+            found.append(cursor)
+    return found
 
 
 def percentile(values, fraction):
