@@ -133,14 +133,11 @@ def main():
     parser.add_argument("--seconds", type=int, default=30)
     arguments = parser.parse_args()
     with_path, without_path = "/tmp/lists-bench.db", "/tmp/lists-bench-without.db"
-    for path in (with_path, without_path):
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(path + suffix):
-                os.remove(path + suffix)
-    started = time.monotonic()
-    seed.create_schema(arguments.server, with_path)
-    seed.seed(with_path, arguments.books, 1)
-    log("seeded %d books in one library (%.0f s)" % (arguments.books, time.monotonic() - started))
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(without_path + suffix):
+            os.remove(without_path + suffix)
+    seconds = seed.fresh(arguments.server, with_path, arguments.books, 1)
+    log("seeded %d books in one library (%.0f s)" % (arguments.books, seconds))
     shutil.copy(with_path, without_path)
     database = sqlite3.connect(without_path)
     for statement in ADDED:

@@ -38,6 +38,18 @@ def create_schema(server, path):
         raise SystemExit("seed: the server exited with %s" % status)
 
 
+def fresh(server, path, books, libraries):
+    """A new database at `path` (an old one and its WAL removed first) with `server`'s schema and
+    `books` books seeded in `libraries` libraries; returns how many seconds that took."""
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+    started = time.monotonic()
+    create_schema(server, path)
+    seed(path, books, libraries)
+    return time.monotonic() - started
+
+
 def seed(path, books, libraries):
     per_library, extra = divmod(books, libraries)
     database = sqlite3.connect(path)
@@ -78,13 +90,8 @@ def main():
         raise SystemExit(__doc__)
     server, path, books = sys.argv[1], sys.argv[2], int(sys.argv[3])
     libraries = int(sys.argv[4]) if len(sys.argv) == 5 else 100
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.remove(path + suffix)
-    started = time.monotonic()
-    create_schema(server, path)
-    seed(path, books, libraries)
-    print("seeded %s: %d books in %d libraries (%.1f s)" % (path, books, libraries, time.monotonic() - started))
+    seconds = fresh(server, path, books, libraries)
+    print("seeded %s: %d books in %d libraries (%.1f s)" % (path, books, libraries, seconds))
 
 
 if __name__ == "__main__":

@@ -267,13 +267,8 @@ def main():
     parser.add_argument("--seconds", type=int, default=30)
     arguments = parser.parse_args()
     path = "/tmp/windows-bench.db"
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.remove(path + suffix)
-    started = time.monotonic()
-    seed.create_schema(arguments.server, path)
-    seed.seed(path, arguments.books, 1)
-    log("seeded %d books in one library (%.0f s)" % (arguments.books, time.monotonic() - started))
+    seconds = seed.fresh(arguments.server, path, arguments.books, 1)
+    log("seeded %d books in one library (%.0f s)" % (arguments.books, seconds))
     server = Server([arguments.server, "--port", "0", "--log-level", "warning", "--database", path], ready_timeout=120)
     try:
         result = {
