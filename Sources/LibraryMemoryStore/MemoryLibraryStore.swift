@@ -191,8 +191,8 @@ package final class MemoryLibraryStore: LibraryDatabase {
             completion(
                 self.readNow { rows in
                     let page = try rows.books(window.query, after: window.start, limit: window.limit, among: among)
-                    return (page.items, self.data.latestSeq)
-                }.map { CollectionPage(seq: $0.1, items: .books($0.0), isLast: true) })
+                    return CollectionPage(seq: self.data.latestSeq, items: .books(page.items), isLast: true)
+                })
         }
     }
 

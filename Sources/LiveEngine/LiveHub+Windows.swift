@@ -124,8 +124,8 @@ extension LiveHub {
     }
 
     private func subscribers(of live: LiveWindow) -> [Subscriber] {
-        guard let audience = audiences[.window(live.window)] else { return [] }
-        return audience.groups.filter { $0.key.readable == live.key.readable }.flatMap(\.value.values)
+        guard let audience = live.audience else { return [] }
+        return audience.groups.filter { $0.key.readable == live.readable }.flatMap(\.value.values)
     }
 
     /// Closes the windows of `window` but those for the readable libraries `kept`: nobody

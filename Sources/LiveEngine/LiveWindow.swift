@@ -53,8 +53,8 @@ final class LiveWindow {
     private(set) var loaded = false
     /// While a read is under way: the rows as subscribers last saw them, and the changes that
     /// arrived since it started (applied to what it returns, those it did not see).
-    private(set) var told: [Row]?
-    private(set) var later: [CommittedChange] = []
+    private var told: [Row]?
+    private var later: [CommittedChange] = []
     /// More changes arrived during the read than are worth keeping: read again after it.
     private var readAgain = false
     /// Subscribers waiting for the rows, to be sent them as a snapshot.
