@@ -121,6 +121,13 @@ extension LiveHub {
     }
 
     private func loaded(_ target: LiveTarget, _ result: Result<LoadedState, StoreError>, members: LoadedMembers) {
+        // A read ahead of the live side (a replica's database answers before its feed does) is
+        // taken once the live side has caught up with it: a model already live that the new one
+        // shares (a member watched on its own) is then at least as new as the read, and no change
+        // the read saw reaches the new subscribers after their snapshot, with its id again.
+        if case .success(let state) = result, state.seq > appliedSeq {
+            return intake.whenApplied(through: state.seq) { self.loaded(target, result, members: members) }
+        }
         defer { members.endLargeLoad() }  // once its models are attached
         guard let load = loads.removeValue(forKey: target) else { return }
         defer { updateInbox() }
