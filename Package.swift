@@ -135,7 +135,7 @@ let package = Package(
         .target(
             name: "LibraryClient",
             dependencies: [
-                "LibraryModel", "ServerSentEvents",
+                "JSON", "LibraryModel", "ServerSentEvents",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -30,6 +30,22 @@ package enum JSONValue: Sendable, Equatable {
         return Int(double)
     }
 
+    /// The value of an object's member `key`; nil for anything but an object, or a key it lacks.
+    package subscript(key: String) -> JSONValue? {
+        guard case .object(let members) = self else { return nil }
+        return members.first { $0.key == key }?.value
+    }
+
+    package var string: String? { if case .string(let text) = self { text } else { nil } }
+    package var array: [JSONValue]? { if case .array(let items) = self { items } else { nil } }
+
+    /// An object's members by name (the parser refuses a name given twice; were one, the first
+    /// would be kept).
+    package var members: [String: JSONValue]? {
+        guard case .object(let members) = self else { return nil }
+        return Dictionary(members, uniquingKeysWith: { first, _ in first })
+    }
+
     /// A short name of the value's type, for error messages.
     package var typeName: String {
         switch self {

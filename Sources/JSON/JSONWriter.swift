@@ -85,6 +85,29 @@ package struct JSONWriter {
         Self.appendNull(to: &bytes)
     }
 
+    /// Writes a whole parsed value (a number as it was written).
+    package mutating func value(_ value: JSONValue) {
+        switch value {
+        case .null: null()
+        case .bool(let flag): bool(flag)
+        case .number(let text):
+            separate()
+            bytes.append(contentsOf: text.utf8)
+        case .string(let text): string(text)
+        case .array(let items):
+            beginArray()
+            for item in items { self.value(item) }
+            endArray()
+        case .object(let members):
+            beginObject()
+            for (name, member) in members {
+                key(name)
+                self.value(member)
+            }
+            endObject()
+        }
+    }
+
     package static func appendBool(_ value: Bool, to bytes: inout [UInt8]) {
         bytes.append(contentsOf: value ? Self.true : Self.false)
     }

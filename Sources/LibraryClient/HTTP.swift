@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import JSON
 import NIOCore
 import NIOHTTP1
 
@@ -9,7 +10,7 @@ struct Answer: Sendable {
     let headers: [(String, String)]
     let body: [UInt8]
 
-    var json: JSON? { try? JSON.decode(body) }
+    var json: JSONValue? { try? JSONValue.decode(body) }
     var error: LibraryClientError { LibraryClientError(status: status, headers: headers, body: body) }
 }
 
@@ -22,7 +23,7 @@ extension LibraryClient {
     /// a token provider, its token, and a `401` asks the provider once more and sends again. A
     /// request that gets no answer is a `.transport` error.
     nonisolated func send(
-        _ method: HTTPMethod, _ path: String, json body: JSON? = nil, contentType: String = "application/json",
+        _ method: HTTPMethod, _ path: String, json body: JSONValue? = nil, contentType: String = "application/json",
         headers extra: [(String, String)] = [], read: Bool = false
     ) async throws(LibraryClientError) -> Answer {
         let write = !read && method != .GET && method != .HEAD
@@ -41,7 +42,8 @@ extension LibraryClient {
 
     /// One request with `token`, as it is (no provider, no second try).
     nonisolated func attempt(
-        _ method: HTTPMethod, _ path: String, json body: JSON?, contentType: String, headers extra: [(String, String)],
+        _ method: HTTPMethod, _ path: String, json body: JSONValue?, contentType: String,
+        headers extra: [(String, String)],
         token: String?
     ) async throws(LibraryClientError) -> Answer {
         var request = HTTPClientRequest(url: base + path)

@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 import LibraryModel
 
 /// Everything a client call can fail with, decoded from the server's `application/problem+json`
@@ -31,7 +32,7 @@ public enum LibraryClientError: Error, Sendable, Equatable {
     }
 
     init(status: Int, headers: [(String, String)], body: [UInt8]) {
-        let problem = try? JSON.decode(body)
+        let problem = try? JSONValue.decode(body)
         let detail =
             problem?[ProblemMember.detail.rawValue]?.string ?? problem?[ProblemMember.summary.rawValue]?.string
             ?? "HTTP \(status)"

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import JSON
 import LibraryModel
 import NIOCore
 import NIOHTTP1
@@ -63,7 +64,7 @@ struct LiveState {
 
 /// What the reader hands the main actor.
 enum StreamItem: Sendable {
-    case frame(seq: Int?, entries: [(watch: String, event: String, data: JSON)])
+    case frame(seq: Int?, entries: [(watch: String, event: String, data: JSONValue)])
     case retry(Int)
     case activity(bytes: Int)
     /// The stream's token expired: the server ends the stream.
@@ -161,10 +162,10 @@ extension LibraryClient {
         live.awaitingSnapshot = Set(watches.keys).subtracting(resumed)
         live.streamsOpened += 1
         if connection != .live { connection = .connecting }
-        var body: [String: JSON] = ["watches": .array(watches.keys.sorted().map(JSON.string))]
+        var body: [String: JSONValue] = ["watches": .array(watches.keys.sorted().map(JSONValue.string))]
         if let seq = live.lastSeq, !resumed.isEmpty {
             body["lastEventId"] = .string(String(seq))
-            body["resume"] = .array(resumed.sorted().map(JSON.string))
+            body["resume"] = .array(resumed.sorted().map(JSONValue.string))
         }
         var request = HTTPClientRequest(url: base + "/events")
         request.method = .POST
@@ -173,7 +174,7 @@ extension LibraryClient {
         }
         request.headers.add(name: "Accept", value: "text/event-stream")
         request.headers.add(name: "Content-Type", value: "application/json")
-        request.body = .bytes(ByteBuffer(bytes: JSON.object(body).encoded))
+        request.body = .bytes(ByteBuffer(bytes: JSONValue(object: body).encoded))
         let client = WeakBox(self)
         let http = self.http
         live.streamTask = Task { await Self.run(client, generation, request, http) }
@@ -269,7 +270,7 @@ extension LibraryClient {
                     case .event(let event) where event.type == "expired":
                         sink.yield(.expired)
                     case .event(let event):
-                        guard let entries = try? JSON.decode(Array(event.data.utf8)).array else { continue }
+                        guard let entries = try? JSONValue.decode(Array(event.data.utf8)).array else { continue }
                         sink.yield(
                             .frame(
                                 seq: Int(event.lastEventId),
@@ -317,7 +318,7 @@ extension LibraryClient {
         }
     }
 
-    private func apply(_ watch: String, _ event: String, _ data: JSON) {
+    private func apply(_ watch: String, _ event: String, _ data: JSONValue) {
         guard let target = live.watches[watch] else { return }
         if event == "revoked" { return revoke(watch, target) }
         let deleted = event == "delete"
@@ -326,14 +327,14 @@ extension LibraryClient {
         case .book(let id):
             guard let book = books[id]?.value else { return }
             if deleted { return book.storage.markDeleted() }
-            book.storage.applyFromStream(data.object ?? [:])
+            book.storage.applyFromStream(data.members ?? [:])
         case .library(let id):
             guard let library = libraries[id]?.value else { return }
             if deleted {
                 library.storage.markDeleted()
                 return library.membership.replace(with: [])
             }
-            library.storage.applyFromStream(data.object ?? [:])
+            library.storage.applyFromStream(data.members ?? [:])
             applyMembership(data["books"], to: library.membership)
         case .books(let key):
             guard let collection = collections[key]?.value else { return }
@@ -378,7 +379,7 @@ extension LibraryClient {
             else { return }
             guard let fresh = try? await tokens.fresh(), let next = TokenSource.expiry(of: fresh) else { return }
             let answer = try? await self.attempt(
-                .POST, "/events/" + streamID, json: .object([:]), contentType: "application/json", headers: [],
+                .POST, "/events/" + streamID, json: .object([]), contentType: "application/json", headers: [],
                 token: fresh)
             guard generation == self.live.generation, answer?.status == 204 else { return }
             self.live.streamToken = fresh
@@ -388,14 +389,15 @@ extension LibraryClient {
     }
 
     /// A snapshot's array of members, or a change's `added` and `removed`.
-    private func applyMembership(_ data: JSON?, to membership: Membership) {
+    private func applyMembership(_ data: JSONValue?, to membership: Membership) {
+        guard let data else { return }
         switch data {
-        case .array(let items)?:
+        case .array(let items):
             membership.replace(
                 with: items.compactMap { $0["id"]?.string.flatMap(UUID.init(uuidString:)) }.map(bookModel))
-        case .object(let change)?:
-            let added = (change["added"]?.array ?? []).compactMap { $0["id"]?.string.flatMap(UUID.init(uuidString:)) }
-            let removed = (change["removed"]?.array ?? []).compactMap { $0.string.flatMap(UUID.init(uuidString:)) }
+        case .object:
+            let added = (data["added"]?.array ?? []).compactMap { $0["id"]?.string.flatMap(UUID.init(uuidString:)) }
+            let removed = (data["removed"]?.array ?? []).compactMap { $0.string.flatMap(UUID.init(uuidString:)) }
             membership.apply(added: added.map(bookModel), removed: Set(removed))
         default: break
         }
@@ -422,7 +424,9 @@ extension LibraryClient {
         }
         live.changing = true
         live.watchChanges += 1
-        let body = JSON.object(["add": .array(added.map(JSON.string)), "remove": .array(removed.map(JSON.string))])
+        let body = JSONValue(object: [
+            "add": .array(added.map(JSONValue.string)), "remove": .array(removed.map(JSONValue.string)),
+        ])
         Task { [weak self] in
             let answer = try? await self?.send(.POST, "/events/" + streamID, json: body, read: true)
             guard let self, generation == self.live.generation else { return }

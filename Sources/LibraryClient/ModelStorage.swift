@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 import LibraryModel
 import Observation
 
@@ -79,23 +80,23 @@ final class ModelStorage<Field: ResourceField>: Observable {
     // MARK: Updates
 
     /// Values from the stream: each field that changes is one mutation its observers see.
-    func applyFromStream(_ values: [String: JSON]) {
+    func applyFromStream(_ values: [String: JSONValue]) {
         for (name, json) in values {
             guard let field = Field(named: name), let value = json.fieldValue else { continue }
             streamStamps[field, default: 0] += 1
             setConfirmed(field, value)
         }
-        if let version = values["version"]?.int { knownVersion = max(knownVersion ?? 0, version) }
+        if let version = values["version"]?.integer { knownVersion = max(knownVersion ?? 0, version) }
     }
 
     /// A whole representation from an HTTP answer sent when the stream stamps were `stamps`: a
     /// field the stream set since keeps the stream's value (newer than the answer, or the same).
-    func applyFromAnswer(_ values: [String: JSON], since stamps: [Field: Int]) {
+    func applyFromAnswer(_ values: [String: JSONValue], since stamps: [Field: Int]) {
         for (name, json) in values {
             guard let field = Field(named: name), let value = json.fieldValue else { continue }
             if streamStamps[field, default: 0] == stamps[field, default: 0] { setConfirmed(field, value) }
         }
-        if let version = values["version"]?.int { knownVersion = max(knownVersion ?? 0, version) }
+        if let version = values["version"]?.integer { knownVersion = max(knownVersion ?? 0, version) }
     }
 
     private func setConfirmed(_ field: Field, _ value: FieldValue) {

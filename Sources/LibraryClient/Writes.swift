@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import JSON
 import LibraryModel
 import NIOHTTP1
 
@@ -65,17 +66,17 @@ extension LibraryClient {
     }
 
     private func post<Model>(_ path: String, _ changes: Changes<Model>) async throws(LibraryClientError) -> (
-        UUID, [String: JSON]
+        UUID, [String: JSONValue]
     ) {
         guard changes.readOnly.isEmpty else { throw Self.readOnlyError(changes.readOnly) }
-        let body = JSON.object(Dictionary(uniqueKeysWithValues: changes.values.map { ($0.name, JSON($1)) }))
+        let body = JSONValue(object: Dictionary(uniqueKeysWithValues: changes.values.map { ($0.name, JSONValue($1)) }))
         let key = UUID().uuidString.lowercased()
         var attempt = 0
         while true {
             attempt += 1
             do throws(LibraryClientError) {
                 let answer = try await send(.POST, path, json: body, headers: [("Idempotency-Key", key)])
-                guard answer.status == 201, let json = answer.json?.object,
+                guard answer.status == 201, let json = answer.json?.members,
                     let id = json["id"]?.string.flatMap(UUID.init(uuidString:))
                 else { throw answer.error }
                 return (id, json)
@@ -95,7 +96,7 @@ extension LibraryClient {
         storage.setOverlay(values)
         defer { storage.clearOverlay(values.keys) }
         if storage.knownVersion == nil { try await refresh(storage, path: path) }
-        let body = JSON.object(Dictionary(uniqueKeysWithValues: values.map { ($0.name, JSON($1)) }))
+        let body = JSONValue(object: Dictionary(uniqueKeysWithValues: values.map { ($0.name, JSONValue($1)) }))
         for attempt in 1...2 {
             let stamps = storage.streamStamps
             var headers: [(String, String)] = []
@@ -104,7 +105,7 @@ extension LibraryClient {
                 .PATCH, path, json: body, contentType: "application/merge-patch+json", headers: headers)
             switch answer.status {
             case 200:
-                storage.applyFromAnswer(answer.json?.object ?? [:], since: stamps)
+                storage.applyFromAnswer(answer.json?.members ?? [:], since: stamps)
                 return
             case 412:
                 let current = try await refresh(storage, path: path)
@@ -142,7 +143,7 @@ extension LibraryClient {
     {
         let stamps = storage.streamStamps
         let answer = try await send(.GET, path)
-        guard answer.status == 200, let json = answer.json?.object else {
+        guard answer.status == 200, let json = answer.json?.members else {
             if answer.status == 404 { storage.markDeleted() }
             throw answer.error
         }

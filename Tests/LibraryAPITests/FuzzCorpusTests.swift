@@ -56,4 +56,16 @@ import Testing
                 == #""plain \"quoted\" back\\slash\n\r\t\u0001\u001fé😀/end""#)
         #expect(try JSONParser.parse(json.bytes) == .string(text))
     }
+
+    /// A parsed value written back is the same text, members in their order and numbers as they
+    /// were written (how the Swift client writes its request bodies).
+    @Test func parsedValues_AreWrittenBackAsTheSameText() throws {
+        let text = #"{"b":[1,-2.5e3,true,null,"x/y"],"a":{},"c":[],"d":{"e":0}}"#
+        let value = try JSONParser.parse(Array(text.utf8))
+        var json = JSONWriter()
+        json.value(value)
+        #expect(String(decoding: json.bytes, as: UTF8.self) == text)
+        #expect(value["b"]?.array?.count == 5 && value["d"]?["e"]?.integer == 0 && value["z"] == nil)
+        #expect(value.members?.keys.sorted() == ["a", "b", "c", "d"] && value["b"]?.array?.first?.string == nil)
+    }
 }
