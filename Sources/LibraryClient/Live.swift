@@ -327,14 +327,14 @@ extension LibraryClient {
         case .book(let id):
             guard let book = books[id]?.value else { return }
             if deleted { return book.storage.markDeleted() }
-            book.storage.applyFromStream(data.members ?? [:])
+            book.storage.applyFromStream(data.members ?? [:], snapshot: event == "snapshot")
         case .library(let id):
             guard let library = libraries[id]?.value else { return }
             if deleted {
                 library.storage.markDeleted()
                 return library.membership.replace(with: [])
             }
-            library.storage.applyFromStream(data.members ?? [:])
+            library.storage.applyFromStream(data.members ?? [:], snapshot: event == "snapshot")
             applyMembership(data["books"], to: library.membership)
         case .books(let key):
             guard let collection = collections[key]?.value else { return }

@@ -9,14 +9,22 @@ import Observation
 /// `body` or a `withObservationTracking` scope re-runs when that field changes, and only then) and
 /// records demand for the field, which the client turns into the stream's watch of the resource.
 ///
-/// A field's value is what the server last said (`confirmed`), unless a write of this client is in
-/// flight for it (`overlay`, the optimistic value): the stream and the write's answer update
-/// `confirmed`; the overlay goes when the answer arrives, whatever it says, so a refused write
-/// rolls back to the server's newest value, not to a stale copy.
+/// A field's value is what the server last said (`confirmed`), unless a write of this client is
+/// pending for it (`overlay`, the optimistic value, the newest one set): the stream and the
+/// write's answer update `confirmed`; the overlay goes when the last write carrying the field is
+/// answered, whatever it says, so a refused write rolls back to the server's newest value, not to
+/// a stale copy.
+///
+/// Writes (a property set, or `update`) queue here: at most one is in flight per model, and
+/// values set meanwhile wait in `unsent`, each field's newest value only, for the next one. So
+/// typing "Dune" into a bound text field sends at most a few PATCHes, loses no character, and
+/// never shows an older value after a newer one.
 @MainActor
 final class ModelStorage<Field: ResourceField>: Observable {
     private let registrar = ObservationRegistrar()
     let id: UUID
+    /// The resource's path, which writes go to.
+    let path: String
     weak var client: LibraryClient?
     private(set) var confirmed: [Field: FieldValue] = [:]
     private var overlay: [Field: FieldValue] = [:]
@@ -36,8 +44,25 @@ final class ModelStorage<Field: ResourceField>: Observable {
     private var probing = false
     private var probed: Field?
 
-    init(id: UUID, client: LibraryClient?) {
+    /// A queued write: the values it carries and the `update` calls awaiting its outcome.
+    struct Write {
+        var values: [Field: FieldValue] = [:]
+        var waiters: [CheckedContinuation<LibraryClientError?, Never>] = []
+    }
+    /// Values set since the write in flight was sent: the next write.
+    private var unsent = Write()
+    /// The write the server has not answered yet.
+    private var inFlight: Write?
+    private var conflictState: WriteConflict?
+    /// Fields written whose answer came while the stream was setting them: the stream's value then
+    /// may be older than the write (an echo of this client's earlier write) or newer, so the field
+    /// shows the written value until the stream echoes it.
+    private var echoes: [Field: FieldValue] = [:]
+    private var writeErrorState: LibraryClientError?
+
+    init(id: UUID, path: String, client: LibraryClient?) {
         self.id = id
+        self.path = path
         self.client = client
     }
 
@@ -79,24 +104,38 @@ final class ModelStorage<Field: ResourceField>: Observable {
 
     // MARK: Updates
 
-    /// Values from the stream: each field that changes is one mutation its observers see.
-    func applyFromStream(_ values: [String: JSONValue]) {
+    /// Values from the stream: each field that changes is one mutation its observers see. A
+    /// field that shows this client's written value until the stream's echo of it (`echoes`)
+    /// shows the stream's values from that echo on (or from a snapshot, which is newer).
+    func applyFromStream(_ values: [String: JSONValue], snapshot: Bool = false) {
         for (name, json) in values {
             guard let field = Field(named: name), let value = json.fieldValue else { continue }
             streamStamps[field, default: 0] += 1
             setConfirmed(field, value)
+            if let echo = echoes[field], snapshot || echo == value {
+                echoes[field] = nil
+                if !isWriting(field) { clearOverlay([field]) }
+            }
         }
         if let version = values["version"]?.integer { knownVersion = max(knownVersion ?? 0, version) }
     }
 
     /// A whole representation from an HTTP answer sent when the stream stamps were `stamps`: a
-    /// field the stream set since keeps the stream's value (newer than the answer, or the same).
-    func applyFromAnswer(_ values: [String: JSONValue], since stamps: [Field: Int]) {
+    /// field the stream set since keeps the stream's value (which may be older than the answer,
+    /// or newer); the fields it kept are returned.
+    @discardableResult
+    func applyFromAnswer(_ values: [String: JSONValue], since stamps: [Field: Int]) -> Set<Field> {
+        var kept: Set<Field> = []
         for (name, json) in values {
             guard let field = Field(named: name), let value = json.fieldValue else { continue }
-            if streamStamps[field, default: 0] == stamps[field, default: 0] { setConfirmed(field, value) }
+            if streamStamps[field, default: 0] == stamps[field, default: 0] {
+                setConfirmed(field, value)
+            } else {
+                kept.insert(field)
+            }
         }
         if let version = values["version"]?.integer { knownVersion = max(knownVersion ?? 0, version) }
+        return kept
     }
 
     private func setConfirmed(_ field: Field, _ value: FieldValue) {
@@ -126,6 +165,121 @@ final class ModelStorage<Field: ResourceField>: Observable {
                 overlay[field] = nil
             }
         }
+    }
+
+    // MARK: Writes
+
+    /// Whether a value set on the model has not yet been written (in flight, waiting for the one in
+    /// flight, or held by a conflict).
+    var hasPendingWrites: Bool {
+        registrar.access(self, keyPath: \.hasPendingWrites)
+        return pendingShown
+    }
+
+    private var pendingShown = false
+    private var pending: Bool { inFlight != nil || !unsent.values.isEmpty || conflictState != nil }
+
+    /// Tells observers of `hasPendingWrites` when it changed.
+    private func showPending() {
+        guard pendingShown != pending else { return }
+        registrar.withMutation(of: self, keyPath: \.hasPendingWrites) { pendingShown = pending }
+    }
+
+    /// The conflict that holds this model's writes, if any.
+    var conflict: WriteConflict? {
+        registrar.access(self, keyPath: \.conflict)
+        return conflictState
+    }
+
+    /// Why the latest write was refused (nil once one succeeds).
+    var writeError: LibraryClientError? {
+        registrar.access(self, keyPath: \.writeError)
+        return writeErrorState
+    }
+
+    /// A property set: shown at once, written in the next write (`client.sendWrites`).
+    func set(_ field: Field, _ value: FieldValue) {
+        guard let client else {
+            // A scratch model (what `create` fills), with nobody to write it: it just holds the value.
+            return registrar.withMutation(of: self, keyPath: \.[field]) { confirmed[field] = value }
+        }
+        queue([field: value], waiter: nil, client: client)
+    }
+
+    /// `update`'s values, written in the next write; `waiter` is resumed with its outcome.
+    func queue(
+        _ values: [Field: FieldValue], waiter: CheckedContinuation<LibraryClientError?, Never>?,
+        client: LibraryClient
+    ) {
+        setOverlay(values)
+        unsent.values.merge(values) { _, new in new }
+        if let waiter { unsent.waiters.append(waiter) }
+        showPending()
+        if inFlight == nil, conflictState == nil { client.sendWrites(of: self) }
+    }
+
+    /// The next write to send, now in flight (nil: nothing to send, or one is in flight already),
+    /// with the value the model knew from the server for each of its fields.
+    func takeWrite() -> (values: [Field: FieldValue], known: [Field: FieldValue?])? {
+        guard inFlight == nil, conflictState == nil, !unsent.values.isEmpty else { return nil }
+        let write = unsent
+        inFlight = write
+        unsent = Write()
+        return (write.values, Dictionary(uniqueKeysWithValues: write.values.keys.map { ($0, confirmed[$0]) }))
+    }
+
+    /// Whether a write of this client carrying `field` is in flight or queued.
+    private func isWriting(_ field: Field) -> Bool { inFlight?.values[field] != nil || unsent.values[field] != nil }
+
+    /// The write in flight was answered: `nil` when it was written, or why not; `unconfirmed`: the
+    /// written fields the answer did not set (the stream set them meanwhile). A field whose newer
+    /// value waits in `unsent` keeps showing it.
+    func finishWrite(_ error: LibraryClientError?, unconfirmed: Set<Field> = []) {
+        guard let write = inFlight else { return }
+        inFlight = nil
+        if error == nil {
+            for field in unconfirmed where unsent.values[field] == nil { echoes[field] = write.values[field] }
+        }
+        if case .conflict(let current, _)? = error, write.waiters.isEmpty, unsent.waiters.isEmpty {
+            // Held for the app to decide (`resolveConflict`); the model shows its own values meanwhile.
+            var mine = write.values
+            mine.merge(unsent.values) { _, new in new }
+            unsent = Write()
+            let conflict = WriteConflict(theirs: current, mine: ResourceState(values: Self.named(mine)))
+            registrar.withMutation(of: self, keyPath: \.conflict) { conflictState = conflict }
+        } else {
+            if case .conflict? = error {
+                // An awaited `update` throws the conflict, and the model shows the server's state.
+                unsent.values = unsent.values.filter { write.values[$0.key] == nil }
+            }
+            clearOverlay(write.values.keys.filter { unsent.values[$0] == nil && echoes[$0] == nil })
+            if writeErrorState != error {
+                registrar.withMutation(of: self, keyPath: \.writeError) { writeErrorState = error }
+            }
+        }
+        showPending()
+        for waiter in write.waiters { waiter.resume(returning: error) }
+    }
+
+    /// Ends the conflict: `keepingMine` writes this model's values over the server's (with the
+    /// version the conflict read); otherwise the model shows the server's values.
+    func resolveConflict(keepingMine: Bool) {
+        guard let conflict = conflictState, let client else { return }
+        var mine: [Field: FieldValue] = [:]
+        for (name, value) in conflict.mine.values { if let field = Field(named: name) { mine[field] = value } }
+        registrar.withMutation(of: self, keyPath: \.conflict) { conflictState = nil }
+        // Values set since the conflict are newer than either side, and written either way.
+        if keepingMine {
+            unsent.values.merge(mine) { newer, _ in newer }
+        } else {
+            clearOverlay(mine.keys.filter { unsent.values[$0] == nil })
+        }
+        showPending()
+        client.sendWrites(of: self)
+    }
+
+    private static func named(_ values: [Field: FieldValue]) -> [String: FieldValue] {
+        Dictionary(uniqueKeysWithValues: values.map { ($0.name, $1) })
     }
 
     func markDeleted() {

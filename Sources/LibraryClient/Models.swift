@@ -17,11 +17,31 @@ protocol StoredModel: LiveModel {
     init(id: UUID, client: LibraryClient?)
 }
 
+/// A write of a model's own values that met someone else's change of the same fields.
+public struct WriteConflict: Sendable, Equatable {
+    public enum Choice: Sendable { case keepMine, takeTheirs }
+    /// The resource as the server has it now.
+    public let theirs: ResourceState
+    /// The values this model set and did not get written, by field name.
+    public let mine: ResourceState
+}
+
 /// A book, live: each property shows the server's value and changes when the server's does.
 ///
 /// Reading a property (in a SwiftUI `body`, or in any `withObservationTracking` scope) is what
 /// subscribes to it: the client watches exactly the fields read of the books still held, over its
 /// one `/events` stream. A field nobody reads is never sent. One instance per id per client.
+///
+/// Setting a property a client writes (`book.title = "Dune"`, or `$book.title` bound with
+/// `@Bindable`) shows the value at once and writes it with `If-Match`: at most one write per
+/// model is in flight, and values set meanwhile (each field's newest) go in the next one, so
+/// typing sends a few PATCHes and never shows an older value after a newer one. The server's
+/// answer and the stream's event are applied once, in either order. A write that meets someone
+/// else's change of the same field stops at `conflict` (the model keeps showing its own values)
+/// until `resolveConflict` picks a side; one the server refuses (`422`, `403`, …) rolls its fields
+/// back to the server's values and says why in `writeError`. `hasPendingWrites` says whether any
+/// set value is not yet written. `LibraryClient.update` queues the same way, for a write to await.
+/// `Library`'s `name` and `address` are settable alike.
 /// Main-actor isolated, as views are: the client applies every change on the main actor.
 @MainActor
 public final class Book: LiveModel, StoredModel, Hashable {
@@ -34,24 +54,59 @@ public final class Book: LiveModel, StoredModel, Hashable {
 
     init(id: UUID, client: LibraryClient?) {
         self.id = id
-        storage = ModelStorage(id: id, client: client)
+        storage = ModelStorage(id: id, path: "/books/" + id.lowercased, client: client)
         released = client?.releases
     }
 
     deinit { released?.yield() }
 
-    public var libraryId: UUID { storage.read(.libraryId) }
-    public var title: String { storage.read(.title) }
-    public var author: String { storage.read(.author) }
-    public var isbn: String? { storage.read(.isbn) }
-    public var publishedYear: Int? { storage.read(.publishedYear) }
-    public var available: Bool { storage.read(.available) }
+    // The fields a client writes are settable (`book.title = "Dune"`, `$book.title` with
+    // `@Bindable`): see `LiveModel` for what a set does.
+    public var libraryId: UUID {
+        get { storage.read(.libraryId) }
+        set { storage.set(.libraryId, newValue.fieldValue) }
+    }
+    public var title: String {
+        get { storage.read(.title) }
+        set { storage.set(.title, newValue.fieldValue) }
+    }
+    public var author: String {
+        get { storage.read(.author) }
+        set { storage.set(.author, newValue.fieldValue) }
+    }
+    public var isbn: String? {
+        get { storage.read(.isbn) }
+        set { storage.set(.isbn, newValue.fieldValue) }
+    }
+    public var publishedYear: Int? {
+        get { storage.read(.publishedYear) }
+        set { storage.set(.publishedYear, newValue.fieldValue) }
+    }
+    public var available: Bool {
+        get { storage.read(.available) }
+        set { storage.set(.available, newValue.fieldValue) }
+    }
     public var version: Int { storage.read(.version) }
     public var createdAt: Date { storage.read(.createdAt) }
     public var updatedAt: Date { storage.read(.updatedAt) }
 
     /// Whether the server deleted the book. Reading it watches the book's existence only.
     public var isDeleted: Bool { storage.isDeleted }
+
+    /// Whether a value set on the model is not yet written (in flight, queued, or held by a
+    /// conflict). Observed like a field.
+    public var hasPendingWrites: Bool { storage.hasPendingWrites }
+    /// A write that found the fields it changes changed by someone else since; the model shows
+    /// its own values until `resolveConflict`.
+    public var conflict: WriteConflict? { storage.conflict }
+    /// Why the latest write was refused (its fields are back to the server's values); nil once
+    /// one is written.
+    public var writeError: LibraryClientError? { storage.writeError }
+    /// Ends a conflict: `.keepMine` writes this model's values over the server's, `.takeTheirs`
+    /// shows the server's (values set since the conflict are written either way).
+    public func resolveConflict(_ choice: WriteConflict.Choice) {
+        storage.resolveConflict(keepingMine: choice == .keepMine)
+    }
 
     /// The value of any field by the table, read (and demanded) like the properties.
     public subscript(field: BookField) -> FieldValue { storage.read(field) }
@@ -72,15 +127,21 @@ public final class Library: LiveModel, StoredModel, Hashable {
 
     init(id: UUID, client: LibraryClient?) {
         self.id = id
-        storage = ModelStorage(id: id, client: client)
+        storage = ModelStorage(id: id, path: "/libraries/" + id.lowercased, client: client)
         membership = Membership(client: client)
         released = client?.releases
     }
 
     deinit { released?.yield() }
 
-    public var name: String { storage.read(.name) }
-    public var address: String? { storage.read(.address) }
+    public var name: String {
+        get { storage.read(.name) }
+        set { storage.set(.name, newValue.fieldValue) }
+    }
+    public var address: String? {
+        get { storage.read(.address) }
+        set { storage.set(.address, newValue.fieldValue) }
+    }
     public var bookCount: Int { storage.read(.bookCount) }
     public var version: Int { storage.read(.version) }
     public var createdAt: Date { storage.read(.createdAt) }
@@ -92,6 +153,21 @@ public final class Library: LiveModel, StoredModel, Hashable {
 
     /// Whether the server deleted the library.
     public var isDeleted: Bool { storage.isDeleted }
+
+    /// Whether a value set on the model is not yet written (in flight, queued, or held by a
+    /// conflict). Observed like a field.
+    public var hasPendingWrites: Bool { storage.hasPendingWrites }
+    /// A write that found the fields it changes changed by someone else since; the model shows
+    /// its own values until `resolveConflict`.
+    public var conflict: WriteConflict? { storage.conflict }
+    /// Why the latest write was refused (its fields are back to the server's values); nil once
+    /// one is written.
+    public var writeError: LibraryClientError? { storage.writeError }
+    /// Ends a conflict: `.keepMine` writes this model's values over the server's, `.takeTheirs`
+    /// shows the server's (values set since the conflict are written either way).
+    public func resolveConflict(_ choice: WriteConflict.Choice) {
+        storage.resolveConflict(keepingMine: choice == .keepMine)
+    }
 
     public subscript(field: LibraryField) -> FieldValue { storage.read(field) }
 

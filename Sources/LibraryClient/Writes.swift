@@ -20,7 +20,7 @@ extension LibraryClient {
     public func update(_ book: Book, _ change: (inout Changes<Book>) -> Void) async throws(LibraryClientError) {
         var changes = Changes(model: book, storage: book.storage)
         change(&changes)
-        try await update(changes, path: "/books/" + book.id.lowercased)
+        try await update(changes)
     }
 
     /// Changes a library with a merge patch of the fields set in `change`, sent with `If-Match`.
@@ -34,7 +34,7 @@ extension LibraryClient {
     {
         var changes = Changes(model: library, storage: library.storage)
         change(&changes)
-        try await update(changes, path: "/libraries/" + library.id.lowercased)
+        try await update(changes)
     }
 
     /// Deletes a book (`If-Match` its version). A book already gone is marked deleted, not an error.
@@ -87,38 +87,70 @@ extension LibraryClient {
         }
     }
 
-    private func update<Model>(_ changes: Changes<Model>, path: String) async throws(LibraryClientError) {
+    /// How many times one write is sent while other clients' writes of other fields keep making
+    /// the version it carries stale.
+    static let staleVersionAttempts = 8
+
+    /// An awaited write: queued behind the model's write in flight, if any (one at a time per
+    /// model), and sent with the values set meanwhile.
+    private func update<Model>(_ changes: Changes<Model>) async throws(LibraryClientError) {
         guard changes.readOnly.isEmpty else { throw Self.readOnlyError(changes.readOnly) }
+        guard !changes.values.isEmpty else { return }
         let storage = changes.storage
-        let values = changes.values
-        guard !values.isEmpty else { return }
-        let before = Dictionary(uniqueKeysWithValues: values.keys.map { ($0, storage[$0]) })
-        storage.setOverlay(values)
-        defer { storage.clearOverlay(values.keys) }
-        if storage.knownVersion == nil { try await refresh(storage, path: path) }
-        let body = JSONValue(object: Dictionary(uniqueKeysWithValues: values.map { ($0.name, JSONValue($1)) }))
-        for attempt in 1...2 {
-            let stamps = storage.streamStamps
-            var headers: [(String, String)] = []
-            if let version = storage.knownVersion { headers.append(("If-Match", "\"\(version)\"")) }
-            let answer = try await send(
-                .PATCH, path, json: body, contentType: "application/merge-patch+json", headers: headers)
-            switch answer.status {
-            case 200:
-                storage.applyFromAnswer(answer.json?.members ?? [:], since: stamps)
-                return
-            case 412:
-                let current = try await refresh(storage, path: path)
-                let untouched = values.keys.allSatisfy { current.values[$0.name] == before[$0] ?? nil }
-                guard attempt == 1, untouched else {
-                    throw .conflict(current: current, detail: answer.error.detail)
-                }
-            case 404:
-                storage.markDeleted()
-                throw answer.error
-            default:
-                throw answer.error
+        let error = await withCheckedContinuation { storage.queue(changes.values, waiter: $0, client: self) }
+        if let error { throw error }
+    }
+
+    /// Sends a model's queued writes, one at a time, until none is left or a conflict holds them.
+    func sendWrites<Field>(of storage: ModelStorage<Field>) {
+        guard let first = storage.takeWrite() else { return }
+        Task {
+            var next: (values: [Field: FieldValue], known: [Field: FieldValue?])? = first
+            while let write = next {
+                let (error, unconfirmed) = await patch(write.values, known: write.known, storage: storage)
+                storage.finishWrite(error, unconfirmed: unconfirmed)
+                next = storage.takeWrite()
             }
+        }
+    }
+
+    /// One merge patch with `If-Match`: nil when written (with the fields its answer did not set),
+    /// or why not. When the version the model knows is
+    /// stale (`412`), the client reads the resource again: if every field this write changes still
+    /// holds the value it was made from (`known`), it is sent again with the new version (another
+    /// client changed other fields), up to `staleVersionAttempts` times in all while others keep
+    /// writing; otherwise it is a `.conflict` with the server's state, which the model now has.
+    private func patch<Field>(
+        _ values: [Field: FieldValue], known: [Field: FieldValue?], storage: ModelStorage<Field>
+    ) async -> (LibraryClientError?, unconfirmed: Set<Field>) {
+        do throws(LibraryClientError) {
+            if storage.knownVersion == nil { try await refresh(storage, path: storage.path) }
+            let body = JSONValue(object: Dictionary(uniqueKeysWithValues: values.map { ($0.name, JSONValue($1)) }))
+            for attempt in 1...Self.staleVersionAttempts {
+                let stamps = storage.streamStamps
+                var headers: [(String, String)] = []
+                if let version = storage.knownVersion { headers.append(("If-Match", "\"\(version)\"")) }
+                let answer = try await send(
+                    .PATCH, storage.path, json: body, contentType: "application/merge-patch+json", headers: headers)
+                switch answer.status {
+                case 200:
+                    return (nil, storage.applyFromAnswer(answer.json?.members ?? [:], since: stamps))
+                case 412:
+                    let current = try await refresh(storage, path: storage.path)
+                    let untouched = values.keys.allSatisfy { current.values[$0.name] == known[$0] ?? nil }
+                    guard attempt < Self.staleVersionAttempts, untouched else {
+                        return (.conflict(current: current, detail: answer.error.detail), [])
+                    }
+                case 404:
+                    storage.markDeleted()
+                    return (answer.error, [])
+                default:
+                    return (answer.error, [])
+                }
+            }
+            return (nil, [])
+        } catch {
+            return (error, [])
         }
     }
 

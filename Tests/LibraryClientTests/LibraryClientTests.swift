@@ -231,6 +231,85 @@ import Testing
         #expect(view.history == ["Dune", "Arrakis"])
     }
 
+    /// PATCHes of books the server has answered, by its metrics.
+    func bookPatches() throws -> Int {
+        try rest.call("GET", "/metrics").text.split(separator: "\n")
+            .filter { $0.hasPrefix(#"library_http_requests_total{route="/books/{id}",method="PATCH""#) }
+            .compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +)
+    }
+
+    @Test func `typing into a bound title writes a few PATCHes, loses no character and never goes back`() async throws {
+        let library = try rest.createLibrary()
+        let id = try rest.createBook(library, "Old", author: "A")
+        let book = try await client.book(id: id)
+        let view = RenderedView { book.title }
+        #expect(await client.settled())
+        let before = try bookPatches()
+        // Someone else changes the author meanwhile: the stream brings it, and the version moves.
+        let rest = self.rest
+        let other = Task.detached {
+            for number in 0..<5 {
+                try? rest.patchBook(id, #"{"author":"Author \#(number)"}"#)
+                try? await Task.sleep(for: .milliseconds(3))
+            }
+        }
+        // What `TextField("Title", text: $book.title)` with `@Bindable var book` writes through.
+        let binding: ReferenceWritableKeyPath<Book, String> = \.title
+        var typed = ""
+        for character in "Dune" {
+            typed.append(character)
+            book[keyPath: binding] = typed
+            #expect(book.title == typed && book.hasPendingWrites)
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        await other.value
+        #expect(await eventually { !book.hasPendingWrites })
+        #expect(book.title == "Dune" && book.writeError == nil && book.conflict == nil)
+        #expect(try rest.call("GET", "/books/\(id.uuidString.lowercased())").json["title"] as? String == "Dune")
+        #expect(await eventually { view.value == "Dune" && book.author == "Author 4" })
+        // Every value shown after the first keystroke is a prefix of the next one shown.
+        let shown = Array(view.history.drop { $0 == "Old" })
+        #expect(shown.first == "D" && zip(shown, shown.dropFirst()).allSatisfy { $1.hasPrefix($0) }, "\(shown)")
+        // At most one title write per keystroke, the others' five, and a resend per stale version.
+        let titleWrites = try bookPatches() - before - 5
+        #expect((1...8).contains(titleWrites), "\(titleWrites) title PATCHes")
+    }
+
+    @Test func `a set that meets someone else's change of the field is a conflict the app resolves`() async throws {
+        let library = try rest.createLibrary()
+        let id = try rest.createBook(library, "Dune")
+        let book = try await client.book(id: id)  // version 1, nothing watched yet
+        try rest.patchBook(id, #"{"title":"Theirs"}"#)
+        book.title = "Mine"
+        #expect(await eventually { book.conflict != nil })
+        #expect(book.conflict?.theirs[BookField.title] == .string("Theirs"))
+        #expect(book.conflict?.mine[BookField.title] == .string("Mine"))
+        #expect(book.title == "Mine" && book.hasPendingWrites)
+        book.resolveConflict(.keepMine)
+        #expect(await eventually { !book.hasPendingWrites })
+        #expect(book.conflict == nil && book.title == "Mine")
+        #expect(try rest.call("GET", "/books/\(id.uuidString.lowercased())").json["title"] as? String == "Mine")
+
+        // Again on another book, and the server's side wins this time; a refused value rolls back.
+        let other = try await client.book(id: try rest.createBook(library, "Emma"))
+        try rest.patchBook(other.id, #"{"title":"Their Emma"}"#)
+        other.title = "My Emma"
+        #expect(await eventually { other.conflict != nil })
+        other.resolveConflict(.takeTheirs)
+        #expect(!other.hasPendingWrites && other.conflict == nil && other.title == "Their Emma")
+        other.title = ""  // a title is 1 to 500 characters
+        #expect(other.title == "" && other.hasPendingWrites)
+        #expect(await eventually { !other.hasPendingWrites })
+        guard case .validation(let problems)? = other.writeError else {
+            Issue.record("expected a validation error, got \(String(describing: other.writeError))")
+            return
+        }
+        #expect(problems.map(\.field) == ["title"] && other.title == "Their Emma")
+        other.title = "Emma"
+        #expect(await eventually { !other.hasPendingWrites && other.writeError == nil })
+        #expect(try rest.call("GET", "/books/\(other.id.uuidString.lowercased())").json["title"] as? String == "Emma")
+    }
+
     @Test func `a POST whose answer was lost is sent again and creates one book`() async throws {
         let library = try rest.createLibrary()
         proxy.dropAnswer(toRequestContaining: "POST /books")
