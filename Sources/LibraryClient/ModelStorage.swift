@@ -93,6 +93,29 @@ final class ModelStorage<Field: ResourceField>: Observable {
     /// Whether the server said the resource was deleted, read without demanding anything.
     var wasDeleted: Bool { deleted }
 
+    /// Whether the server's state has arrived: a whole representation (a read, or a write's
+    /// answer) or its watch's snapshot. Observed.
+    var hasLoaded: Bool {
+        registrar.access(self, keyPath: \.hasLoaded)
+        return loaded
+    }
+
+    private var loaded = false
+
+    /// The model's `loadState`: from `isDeleted` (which demands the resource), `hasLoaded` and
+    /// the client's connection, each observed.
+    var loadState: LoadState {
+        if isDeleted { return .deleted }
+        if hasLoaded { return .loaded }
+        if case .offline(_, let reason)? = client?.connection { return .failed(reason) }
+        return .loading
+    }
+
+    private func markLoaded() {
+        guard !loaded else { return }
+        registrar.withMutation(of: self, keyPath: \.hasLoaded) { loaded = true }
+    }
+
     /// Whether the model has a value for every field (it came from a whole representation).
     var isComplete: Bool { Field.allCases.allSatisfy { confirmed[$0] != nil } }
 
@@ -118,6 +141,7 @@ final class ModelStorage<Field: ResourceField>: Observable {
             }
         }
         if let version = values["version"]?.integer { knownVersion = max(knownVersion ?? 0, version) }
+        if snapshot { markLoaded() }
     }
 
     /// A whole representation from an HTTP answer sent when the stream stamps were `stamps`: a
@@ -135,6 +159,7 @@ final class ModelStorage<Field: ResourceField>: Observable {
             }
         }
         if let version = values["version"]?.integer { knownVersion = max(knownVersion ?? 0, version) }
+        markLoaded()
         return kept
     }
 
@@ -308,20 +333,33 @@ final class Membership: Observable {
     /// The members' ids, so that a change costs work for what it names, not for every member.
     private var ids: Set<UUID> = []
     private(set) var demanded = false
+    private var loaded = false
 
     init(client: LibraryClient?) { self.client = client }
 
     func read() -> [Book] {
         registrar.access(self, keyPath: \.members)
-        if !demanded {
-            demanded = true
-            client?.demandChanged()
-        }
+        demand()
         return members
+    }
+
+    /// Whether the server's list has arrived (an empty list then means no member, not "not yet").
+    /// Reading it demands the membership, as reading the members does.
+    var isLoaded: Bool {
+        registrar.access(self, keyPath: \.isLoaded)
+        demand()
+        return loaded
+    }
+
+    private func demand() {
+        guard !demanded else { return }
+        demanded = true
+        client?.demandChanged()
     }
 
     /// A snapshot: the members as the server lists them (models are one per id, so `===` compares).
     func replace(with books: [Book]) {
+        if !loaded { registrar.withMutation(of: self, keyPath: \.isLoaded) { loaded = true } }
         guard !books.elementsEqual(members, by: ===) else { return }
         registrar.withMutation(of: self, keyPath: \.members) {
             members = books

@@ -17,6 +17,19 @@ protocol StoredModel: LiveModel {
     init(id: UUID, client: LibraryClient?)
 }
 
+/// Where a model's server state stands, for a view to show a placeholder, the values, a
+/// "deleted" note or an error.
+public enum LoadState: Sendable, Equatable {
+    /// Not arrived yet (the fields show placeholders: `""`, `0`, `false`, `nil`).
+    case loading
+    /// The server's state has arrived (from a read, a write's answer or the stream).
+    case loaded
+    /// The server deleted the resource (or the user's rights no longer reach it).
+    case deleted
+    /// Not arrived, and the client's stream is offline: why, until it reconnects.
+    case failed(String)
+}
+
 /// A write of a model's own values that met someone else's change of the same fields.
 public struct WriteConflict: Sendable, Equatable {
     public enum Choice: Sendable { case keepMine, takeTheirs }
@@ -92,6 +105,10 @@ public final class Book: LiveModel, StoredModel, Hashable {
 
     /// Whether the server deleted the book. Reading it watches the book's existence only.
     public var isDeleted: Bool { storage.isDeleted }
+    /// Where its server state stands: `.loading` until it arrives, then `.loaded`; `.deleted`;
+    /// `.failed` while it has not arrived and the stream is offline. Observed; reading it
+    /// demands the resource's existence, so it arrives.
+    public var loadState: LoadState { storage.loadState }
 
     /// Whether a value set on the model is not yet written (in flight, queued, or held by a
     /// conflict). Observed like a field.
@@ -151,8 +168,15 @@ public final class Library: LiveModel, StoredModel, Hashable {
     /// watches the membership; reading a book's field watches that field of that book.
     public var books: [Book] { membership.read() }
 
+    /// Whether `books` has arrived from the server: an empty `books` then means an empty library.
+    public var hasLoadedBooks: Bool { membership.isLoaded }
+
     /// Whether the server deleted the library.
     public var isDeleted: Bool { storage.isDeleted }
+    /// Where its server state stands: `.loading` until it arrives, then `.loaded`; `.deleted`;
+    /// `.failed` while it has not arrived and the stream is offline. Observed; reading it
+    /// demands the resource's existence, so it arrives.
+    public var loadState: LoadState { storage.loadState }
 
     /// Whether a value set on the model is not yet written (in flight, queued, or held by a
     /// conflict). Observed like a field.
@@ -201,6 +225,9 @@ public final class BookCollection: Observable {
 
     /// The matching books, in the server's order (insertion), each a live `Book`.
     public var items: [Book] { membership.read() }
+
+    /// Whether the first list has arrived: an empty `items` then means nothing matches.
+    public var isLoaded: Bool { membership.isLoaded }
 
     /// `/books?` and each filter, in the table's order.
     nonisolated static func key(_ filters: [BookField: FieldValue]) -> String { WatchText.books(filters) }

@@ -310,6 +310,39 @@ import Testing
         #expect(try rest.call("GET", "/books/\(other.id.uuidString.lowercased())").json["title"] as? String == "Emma")
     }
 
+    @Test func `a model and a list say whether the server's state has arrived`() async throws {
+        client.maximumBackoff = .milliseconds(300)
+        let empty = try await client.library(id: try rest.createLibrary("Empty"))
+        #expect(empty.loadState == .loaded)  // read whole
+        #expect(!empty.hasLoadedBooks && empty.books.isEmpty)  // not "no books": not arrived yet
+        #expect(await eventually { empty.hasLoadedBooks })
+        #expect(empty.books.isEmpty)  // now it is an empty library
+
+        let full = try rest.createLibrary("Full")
+        let id = try rest.createBook(full, "Dune")
+        let library = try await client.library(id: full)
+        let view = RenderedView { library.books.map(\.loadState) }
+        #expect(await eventually { view.value == [.loaded] })
+        #expect(view.history.first == [] && view.history.contains([.loading]), "\(view.history)")
+        let book = library.books[0]
+        try rest.call("DELETE", "/books/\(id.uuidString.lowercased())")
+        #expect(await eventually { book.loadState == .deleted && library.books.isEmpty })
+
+        // A member whose state cannot arrive while the stream is offline says why, then loads.
+        _ = try rest.createBook(full, "Emma")
+        #expect(await eventually { library.books.count == 1 })
+        server.stop()
+        proxy.cutAll()
+        let member = library.books[0]
+        let state = RenderedView { member.loadState }
+        #expect(
+            await eventually {
+                if case .failed = state.value { true } else { false }
+            }, "\(state.history)")
+        try server.start()
+        #expect(await eventually(.seconds(20)) { state.value == .loaded }, "\(state.history)")
+    }
+
     @Test func `a POST whose answer was lost is sent again and creates one book`() async throws {
         let library = try rest.createLibrary()
         proxy.dropAnswer(toRequestContaining: "POST /books")
