@@ -40,8 +40,10 @@ public final class LibraryClient {
     @ObservationIgnored nonisolated let tokens: TokenSource?
     @ObservationIgnored let http: HTTPClient
     @ObservationIgnored var books: [UUID: WeakBox<Book>] = [:]
-    @ObservationIgnored var libraries: [UUID: WeakBox<Library>] = [:]
+    @ObservationIgnored var libraryModels: [UUID: WeakBox<Library>] = [:]
     @ObservationIgnored var collections: [String: WeakBox<BookCollection>] = [:]
+    /// The live list of libraries, while someone holds it.
+    @ObservationIgnored var libraryList: WeakBox<LibraryList>?
     /// The live side: the open stream, its watches, where it is.
     @ObservationIgnored var live = LiveState()
     /// Models' deinits report here, so that demand that ended reaches the stream.
@@ -172,9 +174,9 @@ public final class LibraryClient {
     }
 
     func libraryModel(_ id: UUID) -> Library {
-        if let library = libraries[id]?.value { return library }
+        if let library = libraryModels[id]?.value { return library }
         let library = Library(id: id, client: self)
-        libraries[id] = WeakBox(library)
+        libraryModels[id] = WeakBox(library)
         return library
     }
 }

@@ -11,6 +11,8 @@ enum WatchTarget: Sendable, Hashable {
     case book(UUID)
     case library(UUID)
     case books(String)
+    /// Every library.
+    case libraries
 }
 
 /// The live side of a client: the open stream, its watches and where it is in the change sequence.
@@ -96,9 +98,9 @@ extension LibraryClient {
             let path = "/books/" + id.lowercased
             watches[watchesEveryField ? path : WatchText.book(id.lowercased, fields: fields)] = .book(id)
         }
-        for (id, box) in libraries {
+        for (id, box) in libraryModels {
             guard let library = box.value else {
-                libraries[id] = nil
+                libraryModels[id] = nil
                 continue
             }
             let fields = library.storage.watchedFields
@@ -108,6 +110,13 @@ extension LibraryClient {
             watches[
                 watchesEveryField ? path : WatchText.library(id.lowercased, fields: fields ?? [], members: members)] =
                 .library(id)
+        }
+        if let box = libraryList {
+            if let list = box.value {
+                if list.membership.demanded { watches[WatchText.libraries] = .libraries }
+            } else {
+                libraryList = nil
+            }
         }
         for (key, box) in collections {
             guard let collection = box.value else {
@@ -329,16 +338,19 @@ extension LibraryClient {
             if deleted { return book.storage.markDeleted() }
             book.storage.applyFromStream(data.members ?? [:], snapshot: event == "snapshot")
         case .library(let id):
-            guard let library = libraries[id]?.value else { return }
+            guard let library = libraryModels[id]?.value else { return }
             if deleted {
                 library.storage.markDeleted()
                 return library.membership.replace(with: [])
             }
             library.storage.applyFromStream(data.members ?? [:], snapshot: event == "snapshot")
-            applyMembership(data["books"], to: library.membership)
+            applyMembership(data["books"], to: library.membership, model: bookModel)
         case .books(let key):
             guard let collection = collections[key]?.value else { return }
-            applyMembership(event == "snapshot" ? data["items"] : data, to: collection.membership)
+            applyMembership(event == "snapshot" ? data["items"] : data, to: collection.membership, model: bookModel)
+        case .libraries:
+            guard let list = libraryList?.value else { return }
+            applyMembership(event == "snapshot" ? data["items"] : data, to: list.membership, model: libraryModel)
         }
     }
 
@@ -352,9 +364,9 @@ extension LibraryClient {
             books[id]?.value?.storage.markDeleted()
         case .library(let id):
             live.ended.insert(watch)
-            libraries[id]?.value?.storage.markDeleted()
-            libraries[id]?.value?.membership.replace(with: [])
-        case .books:
+            libraryModels[id]?.value?.storage.markDeleted()
+            libraryModels[id]?.value?.membership.replace(with: [])
+        case .books, .libraries:
             live.watches[watch] = nil
             live.established.remove(watch)
             live.awaitingSnapshot.remove(watch)
@@ -389,16 +401,18 @@ extension LibraryClient {
     }
 
     /// A snapshot's array of members, or a change's `added` and `removed`.
-    private func applyMembership(_ data: JSONValue?, to membership: Membership) {
+    private func applyMembership<Member>(
+        _ data: JSONValue?, to membership: Membership<Member>, model: (UUID) -> Member
+    ) {
         guard let data else { return }
         switch data {
         case .array(let items):
             membership.replace(
-                with: items.compactMap { $0["id"]?.string.flatMap(UUID.init(uuidString:)) }.map(bookModel))
+                with: items.compactMap { $0["id"]?.string.flatMap(UUID.init(uuidString:)) }.map(model))
         case .object:
             let added = (data["added"]?.array ?? []).compactMap { $0["id"]?.string.flatMap(UUID.init(uuidString:)) }
             let removed = (data["removed"]?.array ?? []).compactMap { $0.string.flatMap(UUID.init(uuidString:)) }
-            membership.apply(added: added.map(bookModel), removed: Set(removed))
+            membership.apply(added: added.map(model), removed: Set(removed))
         default: break
         }
     }
@@ -457,8 +471,8 @@ extension LibraryClient {
         {
             switch target {
             case .book(let id): books[id]?.value?.storage.markDeleted()
-            case .library(let id): libraries[id]?.value?.storage.markDeleted()
-            case .books: break
+            case .library(let id): libraryModels[id]?.value?.storage.markDeleted()
+            case .books, .libraries: break
             }
             dropStream()
             return reconcile()

@@ -326,10 +326,10 @@ final class ModelStorage<Field: ResourceField>: Observable {
 
 /// The members of a library or of a live query: observed as one property, demanded on read.
 @MainActor
-final class Membership: Observable {
+final class Membership<Member: LiveModel>: Observable {
     private let registrar = ObservationRegistrar()
     weak var client: LibraryClient?
-    private(set) var members: [Book] = []
+    private(set) var members: [Member] = []
     /// The members' ids, so that a change costs work for what it names, not for every member.
     private var ids: Set<UUID> = []
     private(set) var demanded = false
@@ -337,7 +337,7 @@ final class Membership: Observable {
 
     init(client: LibraryClient?) { self.client = client }
 
-    func read() -> [Book] {
+    func read() -> [Member] {
         registrar.access(self, keyPath: \.members)
         demand()
         return members
@@ -358,7 +358,7 @@ final class Membership: Observable {
     }
 
     /// A snapshot: the members as the server lists them (models are one per id, so `===` compares).
-    func replace(with books: [Book]) {
+    func replace(with books: [Member]) {
         if !loaded { registrar.withMutation(of: self, keyPath: \.isLoaded) { loaded = true } }
         guard !books.elementsEqual(members, by: ===) else { return }
         registrar.withMutation(of: self, keyPath: \.members) {
@@ -369,9 +369,9 @@ final class Membership: Observable {
 
     /// A change: members removed, then added at the end (the server's order for new members).
     /// Nothing is observed to change unless a removed id was a member or an added one was not.
-    func apply(added: [Book], removed: Set<UUID>) {
+    func apply(added: [Member], removed: Set<UUID>) {
         let leaving = removed.intersection(ids)
-        var arriving: [Book] = []
+        var arriving: [Member] = []
         var seen = ids.subtracting(leaving)
         for book in added where seen.insert(book.id).inserted { arriving.append(book) }
         guard !leaving.isEmpty || !arriving.isEmpty else { return }

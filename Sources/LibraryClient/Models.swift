@@ -138,7 +138,7 @@ public final class Library: LiveModel, StoredModel, Hashable {
     public typealias Field = LibraryField
     public nonisolated let id: UUID
     let storage: ModelStorage<LibraryField>
-    let membership: Membership
+    let membership: Membership<Book>
 
     nonisolated let released: AsyncStream<Void>.Continuation?
 
@@ -206,7 +206,7 @@ public final class BookCollection: Observable {
     public nonisolated let libraryId: UUID?
     public nonisolated let author: String?
     public nonisolated let available: Bool?
-    let membership: Membership
+    let membership: Membership<Book>
     /// The watch path, which is also the collection's identity in the client.
     nonisolated let key: String
 
@@ -233,7 +233,38 @@ public final class BookCollection: Observable {
     nonisolated static func key(_ filters: [BookField: FieldValue]) -> String { WatchText.books(filters) }
 }
 
+/// Every library the client's user may read, live: libraries enter and leave as the server says
+/// (`GET /libraries/events`), so an app starts from nothing rather than a library's id.
+@MainActor
+public final class LibraryList: Observable {
+    let membership: Membership<Library>
+    nonisolated let released: AsyncStream<Void>.Continuation?
+
+    init(client: LibraryClient?) {
+        membership = Membership(client: client)
+        released = client?.releases
+    }
+
+    deinit { released?.yield() }
+
+    /// The libraries, in the server's order (creation), each a live `Library`. Reading it watches
+    /// the list; reading a library's field watches that field. Sort by name in the view
+    /// (`items.sorted { $0.name < $1.name }`): the server keeps windows of sorted lists for books only.
+    public var items: [Library] { membership.read() }
+
+    /// Whether the list has arrived: an empty `items` then means no library.
+    public var isLoaded: Bool { membership.isLoaded }
+}
+
 extension LibraryClient {
+    /// The live list of libraries: one per client while someone holds it.
+    public var libraries: LibraryList {
+        if let list = libraryList?.value { return list }
+        let list = LibraryList(client: self)
+        libraryList = WeakBox(list)
+        return list
+    }
+
     /// A live query of books (`GET /books/events` with these filters): its `items` enter and leave
     /// as the server decides. The filters are checked by the server when the stream opens.
     public func books(libraryId: UUID? = nil, author: String? = nil, available: Bool? = nil)

@@ -30,6 +30,9 @@ enum WatchText {
         return "/books?" + query.joined(separator: "&")
     }
 
+    /// The live list of libraries: their ids (their fields are watched by their own models).
+    static let libraries = "/libraries?fields=id"
+
     /// A live query's watch: its members' ids (their fields are watched by their own models).
     static func books(key: String) -> String {
         key + (key.hasSuffix("?") ? "" : "&") + "fields=id"

@@ -343,6 +343,27 @@ import Testing
         #expect(await eventually(.seconds(20)) { state.value == .loaded }, "\(state.history)")
     }
 
+    @Test func `the live list of libraries starts an app from nothing`() async throws {
+        let list = client.libraries
+        #expect(client.libraries === list)  // one per client while held
+        let view = RenderedView { (list.isLoaded, list.items.map(\.name)) }
+        #expect(await eventually { view.value.0 && view.value.1.isEmpty })  // arrived, and empty
+        let central = try rest.createLibrary("Central")
+        _ = try rest.createLibrary("Harbour")
+        #expect(await eventually { view.value.1 == ["Central", "Harbour"] }, "\(view.history)")
+        let created = try await client.createLibrary { $0.name = "Annex" }
+        #expect(await eventually { view.value.1 == ["Central", "Harbour", "Annex"] })
+        let harbour = list.items[1]
+        harbour.name = "Harbour Branch"  // a set, written through the model
+        #expect(
+            await eventually { view.value.1 == ["Central", "Harbour Branch", "Annex"] && !harbour.hasPendingWrites })
+        try rest.call("DELETE", "/libraries/\(central.uuidString.lowercased())")
+        #expect(await eventually { view.value.1 == ["Harbour Branch", "Annex"] })
+        #expect(list.items.map(\.id).last == created.id)
+        let stored = try rest.call("GET", "/libraries?limit=10").json["items"] as? [[String: Any]] ?? []
+        #expect(stored.compactMap { $0["name"] as? String } == ["Harbour Branch", "Annex"])
+    }
+
     @Test func `a POST whose answer was lost is sent again and creates one book`() async throws {
         let library = try rest.createLibrary()
         proxy.dropAnswer(toRequestContaining: "POST /books")

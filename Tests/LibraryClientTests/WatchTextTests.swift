@@ -6,7 +6,7 @@ import Testing
 
 /// The client's side of the watch grammar's shared table (`Tests/WatchGrammar/cases.json`): for
 /// every watch of a kind the client makes (a book's fields, a library's fields and membership, a
-/// live query's members), it spells the text the server's printer does.
+/// live query's members, the list of libraries), it spells the text the server's printer does.
 @Suite struct WatchTextTests {
     static var printed: [[String: Any]] {
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
@@ -44,11 +44,13 @@ import Testing
                     filters[field] = (value as? Bool).map(FieldValue.bool) ?? .string(value as! String)
                 }
                 #expect(text.hasPrefix(WatchText.books(filters) + "&fields="))
+            case "libraries" where fields.isEmpty:  // the live list of libraries, by id
+                #expect(WatchText.libraries == text)
             default:
-                continue  // not a watch the client makes (`/libraries`, a library's members' fields)
+                continue  // not a watch the client makes (the libraries' fields, a library's members' fields)
             }
             checked += 1
         }
-        #expect(checked >= 8)
+        #expect(checked >= 9)
     }
 }
