@@ -147,7 +147,7 @@ let package = Package(
         .executableTarget(
             name: "client-renders",
             dependencies: [
-                "LibraryClient", "LibraryModel",
+                "LibraryClient",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

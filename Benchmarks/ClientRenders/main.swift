@@ -1,7 +1,6 @@
 import AsyncHTTPClient
 import Foundation
 import LibraryClient
-import LibraryModel
 import NIOCore
 import NIOHTTP1
 import Observation

@@ -1,6 +1,5 @@
 import Foundation
 import LibraryClient
-import LibraryModel
 import Observation
 import TestSupport
 import Testing
