@@ -231,11 +231,16 @@ final class ModelStorage<Field: ResourceField>: Observable {
         queue([field: value], waiter: nil, client: client)
     }
 
-    /// `update`'s values, written in the next write; `waiter` is resumed with its outcome.
+    /// `update`'s values, written in the next write; `waiter` is resumed with its outcome (at once
+    /// with the conflict, while one holds the model's writes: the app resolves it first).
     func queue(
         _ values: [Field: FieldValue], waiter: CheckedContinuation<LibraryClientError?, Never>?,
         client: LibraryClient
     ) {
+        if let waiter, let conflict = conflictState {
+            let detail = "this model's earlier write meets someone else's change: resolveConflict first"
+            return waiter.resume(returning: .conflict(current: conflict.theirs, detail: detail))
+        }
         setOverlay(values)
         unsent.values.merge(values) { _, new in new }
         if let waiter { unsent.waiters.append(waiter) }

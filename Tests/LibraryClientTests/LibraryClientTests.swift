@@ -284,10 +284,17 @@ import Testing
         #expect(book.conflict?.theirs[BookField.title] == .string("Theirs"))
         #expect(book.conflict?.mine[BookField.title] == .string("Mine"))
         #expect(book.title == "Mine" && book.hasPendingWrites)
+        // An awaited write meanwhile is told of the conflict at once, and changes nothing.
+        let held = await failure { try await client.update(book) { $0.author = "Someone" } }
+        guard case .conflict? = held else {
+            Issue.record("expected a conflict, got \(String(describing: held))")
+            return
+        }
         book.resolveConflict(.keepMine)
         #expect(await eventually { !book.hasPendingWrites })
         #expect(book.conflict == nil && book.title == "Mine")
-        #expect(try rest.call("GET", "/books/\(id.uuidString.lowercased())").json["title"] as? String == "Mine")
+        let stored = try rest.call("GET", "/books/\(id.uuidString.lowercased())").json
+        #expect(stored["title"] as? String == "Mine" && stored["author"] as? String == "")
 
         // Again on another book, and the server's side wins this time; a refused value rolls back.
         let other = try await client.book(id: try rest.createBook(library, "Emma"))
