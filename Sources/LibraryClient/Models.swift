@@ -39,6 +39,57 @@ public struct WriteConflict: Sendable, Equatable {
     public let mine: ResourceState
 }
 
+/// What `Book` and `Library` share: the id, the fields' storage, and the state of the server's
+/// copy and of this client's writes, each observed like a field.
+@MainActor
+public class LiveResource<Field: ResourceField>: Hashable {
+    public nonisolated let id: UUID
+    let storage: ModelStorage<Field>
+    /// Tells the client that demand may have ended (a deinit is not on the main actor).
+    nonisolated let released: AsyncStream<Void>.Continuation?
+
+    init(id: UUID, path: String, client: LibraryClient?) {
+        self.id = id
+        storage = ModelStorage(id: id, path: path, client: client)
+        released = client?.releases
+    }
+
+    deinit { released?.yield() }
+
+    /// The value of any field by the table, read (and demanded) like the properties.
+    public subscript(field: Field) -> FieldValue { storage.read(field) }
+
+    /// Whether the server deleted the resource (or the user's rights no longer reach it).
+    /// Reading it watches the resource's existence only.
+    public var isDeleted: Bool { storage.isDeleted }
+
+    /// Where its server state stands: `.loading` until it arrives, then `.loaded`; `.deleted`;
+    /// `.failed` while it has not arrived and the stream is offline. Observed; reading it
+    /// demands the resource's existence, so it arrives.
+    public var loadState: LoadState { storage.loadState }
+
+    /// Whether a value set on the model is not yet written (in flight, queued, or held by a
+    /// conflict). Observed like a field.
+    public var hasPendingWrites: Bool { storage.hasPendingWrites }
+
+    /// A write that found the fields it changes changed by someone else since; the model shows
+    /// its own values until `resolveConflict`.
+    public var conflict: WriteConflict? { storage.conflict }
+
+    /// Why the latest write was refused (its fields are back to the server's values); nil once
+    /// one is written.
+    public var writeError: LibraryClientError? { storage.writeError }
+
+    /// Ends a conflict: `.keepMine` writes this model's values over the server's, `.takeTheirs`
+    /// shows the server's (values set since the conflict are written either way).
+    public func resolveConflict(_ choice: WriteConflict.Choice) {
+        storage.resolveConflict(keepingMine: choice == .keepMine)
+    }
+
+    public nonisolated static func == (lhs: LiveResource, rhs: LiveResource) -> Bool { lhs === rhs }
+    public nonisolated func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+}
+
 /// A book, live: each property shows the server's value and changes when the server's does.
 ///
 /// Reading a property (in a SwiftUI `body`, or in any `withObservationTracking` scope) is what
@@ -57,21 +108,12 @@ public struct WriteConflict: Sendable, Equatable {
 /// `Library`'s `name` and `address` are settable alike.
 /// Main-actor isolated, as views are: the client applies every change on the main actor.
 @MainActor
-public final class Book: LiveModel, StoredModel, Hashable {
+public final class Book: LiveResource<BookField>, LiveModel, StoredModel {
     public typealias Field = BookField
-    public nonisolated let id: UUID
-    let storage: ModelStorage<BookField>
-
-    /// Tells the client that demand may have ended (a deinit is not on the main actor).
-    nonisolated let released: AsyncStream<Void>.Continuation?
 
     init(id: UUID, client: LibraryClient?) {
-        self.id = id
-        storage = ModelStorage(id: id, path: "/books/" + id.lowercased, client: client)
-        released = client?.releases
+        super.init(id: id, path: "/books/" + id.lowercased, client: client)
     }
-
-    deinit { released?.yield() }
 
     // The fields a client writes are settable (`book.title = "Dune"`, `$book.title` with
     // `@Bindable`): see `LiveModel` for what a set does.
@@ -103,53 +145,18 @@ public final class Book: LiveModel, StoredModel, Hashable {
     public var createdAt: Date { storage.read(.createdAt) }
     public var updatedAt: Date { storage.read(.updatedAt) }
 
-    /// Whether the server deleted the book. Reading it watches the book's existence only.
-    public var isDeleted: Bool { storage.isDeleted }
-    /// Where its server state stands: `.loading` until it arrives, then `.loaded`; `.deleted`;
-    /// `.failed` while it has not arrived and the stream is offline. Observed; reading it
-    /// demands the resource's existence, so it arrives.
-    public var loadState: LoadState { storage.loadState }
-
-    /// Whether a value set on the model is not yet written (in flight, queued, or held by a
-    /// conflict). Observed like a field.
-    public var hasPendingWrites: Bool { storage.hasPendingWrites }
-    /// A write that found the fields it changes changed by someone else since; the model shows
-    /// its own values until `resolveConflict`.
-    public var conflict: WriteConflict? { storage.conflict }
-    /// Why the latest write was refused (its fields are back to the server's values); nil once
-    /// one is written.
-    public var writeError: LibraryClientError? { storage.writeError }
-    /// Ends a conflict: `.keepMine` writes this model's values over the server's, `.takeTheirs`
-    /// shows the server's (values set since the conflict are written either way).
-    public func resolveConflict(_ choice: WriteConflict.Choice) {
-        storage.resolveConflict(keepingMine: choice == .keepMine)
-    }
-
-    /// The value of any field by the table, read (and demanded) like the properties.
-    public subscript(field: BookField) -> FieldValue { storage.read(field) }
-
-    public nonisolated static func == (lhs: Book, rhs: Book) -> Bool { lhs === rhs }
-    public nonisolated func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
 
 /// A library, live, with its books (`books` is the live membership, in the server's order).
 @MainActor
-public final class Library: LiveModel, StoredModel, Hashable {
+public final class Library: LiveResource<LibraryField>, LiveModel, StoredModel {
     public typealias Field = LibraryField
-    public nonisolated let id: UUID
-    let storage: ModelStorage<LibraryField>
     let membership: Membership<Book>
 
-    nonisolated let released: AsyncStream<Void>.Continuation?
-
     init(id: UUID, client: LibraryClient?) {
-        self.id = id
-        storage = ModelStorage(id: id, path: "/libraries/" + id.lowercased, client: client)
         membership = Membership(client: client)
-        released = client?.releases
+        super.init(id: id, path: "/libraries/" + id.lowercased, client: client)
     }
-
-    deinit { released?.yield() }
 
     public var name: String {
         get { storage.read(.name) }
@@ -171,32 +178,6 @@ public final class Library: LiveModel, StoredModel, Hashable {
     /// Whether `books` has arrived from the server: an empty `books` then means an empty library.
     public var hasLoadedBooks: Bool { membership.isLoaded }
 
-    /// Whether the server deleted the library.
-    public var isDeleted: Bool { storage.isDeleted }
-    /// Where its server state stands: `.loading` until it arrives, then `.loaded`; `.deleted`;
-    /// `.failed` while it has not arrived and the stream is offline. Observed; reading it
-    /// demands the resource's existence, so it arrives.
-    public var loadState: LoadState { storage.loadState }
-
-    /// Whether a value set on the model is not yet written (in flight, queued, or held by a
-    /// conflict). Observed like a field.
-    public var hasPendingWrites: Bool { storage.hasPendingWrites }
-    /// A write that found the fields it changes changed by someone else since; the model shows
-    /// its own values until `resolveConflict`.
-    public var conflict: WriteConflict? { storage.conflict }
-    /// Why the latest write was refused (its fields are back to the server's values); nil once
-    /// one is written.
-    public var writeError: LibraryClientError? { storage.writeError }
-    /// Ends a conflict: `.keepMine` writes this model's values over the server's, `.takeTheirs`
-    /// shows the server's (values set since the conflict are written either way).
-    public func resolveConflict(_ choice: WriteConflict.Choice) {
-        storage.resolveConflict(keepingMine: choice == .keepMine)
-    }
-
-    public subscript(field: LibraryField) -> FieldValue { storage.read(field) }
-
-    public nonisolated static func == (lhs: Library, rhs: Library) -> Bool { lhs === rhs }
-    public nonisolated func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
 
 /// A live query: the books matching a filter, entering and leaving as the server says.

@@ -6,7 +6,7 @@ import Testing
 
 /// A store whose reads see commits its feed has not told the hub of yet, as a replica's do: its
 /// database answers at once, its feed (notifications or the change log) later.
-final class LaggingFeedStore: LiveStore, @unchecked Sendable {
+final class LaggingFeedStore: StubLiveStore, @unchecked Sendable {
     // `@unchecked Sendable`: its state is behind `lock`.
     private let lock = Mutex<State>(State())
 
@@ -16,28 +16,12 @@ final class LaggingFeedStore: LiveStore, @unchecked Sendable {
         var loads: [LiveTarget: LoadedState] = [:]
     }
 
-    var history: Int { 1_000 }
-    func latestCommittedSeq() throws(StoreError) -> Int { 1 }
     func observeCommits(_ observer: @escaping @Sendable (CommittedChange) -> Void) {
         lock.withLock { $0.observer = observer }
     }
     func load(_ target: LiveTarget, completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void) {
         let state = lock.withLock { $0.loads[target] }
         completion(.success(state ?? LoadedState(seq: 1, resource: nil)))
-    }
-    func changes(
-        of target: LiveTarget, after seq: Int, through last: Int?,
-        completion: @escaping @Sendable (Result<[CommittedChange]?, StoreError>) -> Void
-    ) { preconditionFailure("not used") }
-    func loggedDeletion(
-        of target: LiveTarget, through seq: Int, completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
-    ) { preconditionFailure("not used") }
-    func read(
-        _ window: BookWindow, among: Set<String>?,
-        completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void
-    ) { preconditionFailure("not used") }
-    func snapshot(of collection: LiveTarget, pageSize: Int, among: Set<String>?) -> any CollectionSnapshot {
-        preconditionFailure("not used")
     }
 
     /// What a load of `target` returns from now on.

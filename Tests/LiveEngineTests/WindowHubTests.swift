@@ -7,7 +7,7 @@ import Testing
 
 /// A store whose window reads complete when the test says, with the rows it says: what lets a
 /// test commit changes while a window is being read.
-final class HeldReadsStore: LiveStore, @unchecked Sendable {
+final class HeldReadsStore: StubLiveStore, @unchecked Sendable {
     // `@unchecked Sendable`: its state is behind `lock`.
     private let lock = Mutex<State>(State())
 
@@ -16,29 +16,14 @@ final class HeldReadsStore: LiveStore, @unchecked Sendable {
         var reads: [@Sendable (Result<CollectionPage, StoreError>) -> Void] = []
     }
 
-    var history: Int { 1_000 }
-    func latestCommittedSeq() throws(StoreError) -> Int { 1 }
     func observeCommits(_ observer: @escaping @Sendable (CommittedChange) -> Void) {
         lock.withLock { $0.observer = observer }
     }
-    func load(_ target: LiveTarget, completion: @escaping @Sendable (Result<LoadedState, StoreError>) -> Void) {
-        preconditionFailure("not used")
-    }
-    func changes(
-        of target: LiveTarget, after seq: Int, through last: Int?,
-        completion: @escaping @Sendable (Result<[CommittedChange]?, StoreError>) -> Void
-    ) { preconditionFailure("not used") }
-    func loggedDeletion(
-        of target: LiveTarget, through seq: Int, completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
-    ) { preconditionFailure("not used") }
     func read(
         _ window: BookWindow, among: Set<String>?,
         completion: @escaping @Sendable (Result<CollectionPage, StoreError>) -> Void
     ) {
         lock.withLock { $0.reads.append(completion) }
-    }
-    func snapshot(of collection: LiveTarget, pageSize: Int, among: Set<String>?) -> any CollectionSnapshot {
-        preconditionFailure("not used")
     }
 
     var pendingReads: Int { lock.withLock { $0.reads.count } }
