@@ -268,7 +268,11 @@ final class ModelStorage<Field: ResourceField>: Observable {
         guard let write = inFlight else { return }
         inFlight = nil
         if error == nil {
-            for field in unconfirmed where unsent.values[field] == nil { echoes[field] = write.values[field] }
+            // Shown as written until the stream echoes this write: also when an earlier write's
+            // echo is still due, which would otherwise end the overlay with the older value.
+            for (field, value) in write.values where unconfirmed.contains(field) || echoes[field] != nil {
+                echoes[field] = value
+            }
         }
         if case .conflict(let current, _)? = error, write.waiters.isEmpty, unsent.waiters.isEmpty {
             // Held for the app to decide (`resolveConflict`); the model shows its own values meanwhile.
