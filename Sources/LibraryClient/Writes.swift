@@ -115,11 +115,11 @@ extension LibraryClient {
     }
 
     /// One merge patch with `If-Match`: nil when written (with the fields its answer did not set),
-    /// or why not. When the version the model knows is
-    /// stale (`412`), the client reads the resource again: if every field this write changes still
-    /// holds the value it was made from (`known`), it is sent again with the new version (another
-    /// client changed other fields), up to `staleVersionAttempts` times in all while others keep
-    /// writing; otherwise it is a `.conflict` with the server's state, which the model now has.
+    /// or why not. When the version the model knows is stale (`412`), the client reads the
+    /// resource again: if every field this write changes still holds the value it was made from
+    /// (`known`), it is sent again with the new version (another client changed other fields), up
+    /// to `staleVersionAttempts` times in all while others keep writing; otherwise it is a
+    /// `.conflict` with the server's state, which the model now has.
     private func patch<Field>(
         _ values: [Field: FieldValue], known: [Field: FieldValue?], storage: ModelStorage<Field>
     ) async -> (LibraryClientError?, unconfirmed: Set<Field>) {
