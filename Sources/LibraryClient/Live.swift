@@ -208,13 +208,22 @@ extension LibraryClient {
             guard let client = client.value, generation == client.live.generation else { return }
             client.live.streamToken = token
         }
-        let response: HTTPClientResponse
-        do {
-            response = try await http.execute(request, timeout: .seconds(30))
-        } catch {
-            client.value?.failed(generation, "no answer: \(error)")
-            return
+        var answered: HTTPClientResponse?
+        for attempt in 1...2 {
+            do {
+                answered = try await http.execute(request, timeout: .seconds(30))
+                break
+            } catch {
+                // A pooled connection the server closed as the request went out (as a stream ends
+                // at its token's expiry) fails at once: one more try, on a new connection, before
+                // it counts as a failure and backs off.
+                guard attempt == 1, let current = client.value, generation == current.live.generation else {
+                    client.value?.failed(generation, "no answer: \(error)")
+                    return
+                }
+            }
         }
+        guard let response = answered else { return }
         guard response.status == .ok else {
             let bytes = (try? await response.body.collect(upTo: 1 << 20)).map { Array($0.readableBytesView) } ?? []
             let answer = Answer(

@@ -283,8 +283,13 @@ final class ModelStorage<Field: ResourceField>: Observable {
             registrar.withMutation(of: self, keyPath: \.conflict) { conflictState = conflict }
         } else {
             if case .conflict? = error {
-                // An awaited `update` throws the conflict, and the model shows the server's state.
+                // An awaited `update` throws the conflict, and the model shows the server's state;
+                // so does one queued behind it that had nothing else to write.
                 unsent.values = unsent.values.filter { write.values[$0.key] == nil }
+                if unsent.values.isEmpty {
+                    for waiter in unsent.waiters { waiter.resume(returning: error) }
+                    unsent.waiters = []
+                }
             }
             clearOverlay(write.values.keys.filter { unsent.values[$0] == nil && echoes[$0] == nil })
             if writeErrorState != error {

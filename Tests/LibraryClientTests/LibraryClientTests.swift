@@ -188,6 +188,22 @@ import Testing
             try rest.call("GET", "/books/\(id.uuidString.lowercased())").json["title"] as? String == "Someone else's")
     }
 
+    @Test func `two awaited writes of a field that meets a conflict both throw it`() async throws {
+        let library = try rest.createLibrary()
+        let id = try rest.createBook(library, "Dune")
+        let book = try await client.book(id: id)  // version 1, nothing watched
+        try rest.patchBook(id, #"{"title":"Someone else's"}"#)
+        let first = Task { await failure { try await client.update(book) { $0.title = "A" } } }
+        let second = Task { await failure { try await client.update(book) { $0.title = "B" } } }
+        for outcome in [await first.value, await second.value] {
+            guard case .conflict? = outcome else {
+                Issue.record("expected a conflict, got \(String(describing: outcome))")
+                continue
+            }
+        }
+        #expect(book.title == "Someone else's" && !book.hasPendingWrites)
+    }
+
     @Test func `a stale write whose fields nobody else changed goes through with the new version`() async throws {
         let library = try rest.createLibrary()
         let id = try rest.createBook(library, "Dune")
