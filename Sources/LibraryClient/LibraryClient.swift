@@ -1,8 +1,6 @@
 import AsyncHTTPClient
 import Foundation
 import LibraryModel
-import NIOCore
-import NIOHTTP1
 import Observation
 
 /// A client of library-server whose `Book` and `Library` models stay live.
@@ -33,12 +31,12 @@ public final class LibraryClient {
     /// The stream's state.
     public internal(set) var connection: ConnectionState = .idle
 
-    @ObservationIgnored let base: String
     @ObservationIgnored let apiToken: String?
     @ObservationIgnored let readToken: String?
     /// The app's token provider, when it gave one (signed tokens, `--jwt-keys`).
     @ObservationIgnored nonisolated let tokens: TokenSource?
-    @ObservationIgnored let http: HTTPClient
+    /// Where requests go: the server over HTTP, or an in-memory backend.
+    @ObservationIgnored nonisolated let transport: any ClientTransport
     @ObservationIgnored var books: [UUID: WeakBox<Book>] = [:]
     @ObservationIgnored var libraryModels: [UUID: WeakBox<Library>] = [:]
     @ObservationIgnored var collections: [String: WeakBox<BookCollection>] = [:]
@@ -68,17 +66,21 @@ public final class LibraryClient {
     /// whole-resource subscription, as clients without field demand make). Off by default.
     @ObservationIgnored public var watchesEveryField = false
 
+    /// A client of the server at `baseURL`.
+    ///
     /// - Parameters:
     ///   - baseURL: where the server answers, with any path prefix (`https://host/library/`).
     ///   - apiToken: the write token (`--api-token`); it grants reads too.
     ///   - readToken: the read token (`--read-token`), for reads and the stream.
     public convenience init(baseURL: URL, apiToken: String? = nil, readToken: String? = nil) {
-        self.init(baseURL: baseURL, apiToken: apiToken, readToken: readToken, tokens: nil, httpClient: .shared)
+        self.init(baseURL: baseURL, apiToken: apiToken, readToken: readToken, httpClient: .shared)
     }
 
     /// The same, on an `HTTPClient` of the app's (which the app shuts down after `close()`).
     public convenience init(baseURL: URL, apiToken: String? = nil, readToken: String? = nil, httpClient: HTTPClient) {
-        self.init(baseURL: baseURL, apiToken: apiToken, readToken: readToken, tokens: nil, httpClient: httpClient)
+        self.init(
+            transport: HTTPTransport(base: Self.base(of: baseURL), http: httpClient), apiToken: apiToken,
+            readToken: readToken, tokens: nil)
     }
 
     /// A client of a server that takes signed tokens (`--jwt-keys`): `tokenProvider` returns
@@ -87,28 +89,43 @@ public final class LibraryClient {
     /// is handed the new one and lives on), and once more when the server answers `401`. A
     /// stream that expires anyway reconnects with a new token and resumes after its last frame,
     /// losing no change.
-    public convenience init(
-        baseURL: URL, tokenProvider: @escaping @Sendable () async throws -> String, httpClient: HTTPClient = .shared
-    ) {
-        self.init(
-            baseURL: baseURL, apiToken: nil, readToken: nil, tokens: TokenSource(tokenProvider), httpClient: httpClient)
+    public convenience init(baseURL: URL, tokenProvider: @escaping @Sendable () async throws -> String) {
+        self.init(baseURL: baseURL, tokenProvider: tokenProvider, httpClient: .shared)
     }
 
-    private init(
-        baseURL: URL, apiToken: String?, readToken: String?, tokens: TokenSource?, httpClient: HTTPClient
+    /// The same, on an `HTTPClient` of the app's (which the app shuts down after `close()`).
+    public convenience init(
+        baseURL: URL, tokenProvider: @escaping @Sendable () async throws -> String, httpClient: HTTPClient
     ) {
-        var text = baseURL.absoluteString
-        while text.hasSuffix("/") { text.removeLast() }
-        base = text
+        self.init(
+            transport: HTTPTransport(base: Self.base(of: baseURL), http: httpClient), apiToken: nil, readToken: nil,
+            tokens: TokenSource(tokenProvider))
+    }
+
+    /// A client of a backend in this process's memory, for SwiftUI previews and an app's tests:
+    /// the same API and the same live behaviour as against a server (a value written anywhere
+    /// shows in every model that reads it), with no server and no network.
+    public convenience init(backend: InMemoryLibraryBackend) {
+        self.init(transport: backend.transport, apiToken: nil, readToken: nil, tokens: nil)
+    }
+
+    private init(transport: any ClientTransport, apiToken: String?, readToken: String?, tokens: TokenSource?) {
+        self.transport = transport
         self.apiToken = apiToken
         self.readToken = readToken
         self.tokens = tokens
-        http = httpClient
         let (stream, continuation) = AsyncStream<Void>.makeStream()
         releases = continuation
         releaseTask = Task { [weak self] in
             for await _ in stream { self?.demandChanged() }
         }
+    }
+
+    /// `baseURL`'s text without a trailing `/`: paths are appended to it.
+    private static func base(of url: URL) -> String {
+        var text = url.absoluteString
+        while text.hasSuffix("/") { text.removeLast() }
+        return text
     }
 
     /// A client let go of ends its stream: the stream's tasks hold it weakly.

@@ -1,8 +1,6 @@
-import AsyncHTTPClient
 import Foundation
 import JSON
 import LibraryModel
-import NIOCore
 import NIOHTTP1
 import ServerSentEvents
 
@@ -176,24 +174,21 @@ extension LibraryClient {
             body["lastEventId"] = .string(String(seq))
             body["resume"] = .array(resumed.sorted().map(JSONValue.string))
         }
-        var request = HTTPClientRequest(url: base + "/events")
-        request.method = .POST
-        if tokens == nil, let token = readToken ?? apiToken {
-            request.headers.add(name: "Authorization", value: "Bearer " + token)
-        }
-        request.headers.add(name: "Accept", value: "text/event-stream")
-        request.headers.add(name: "Content-Type", value: "application/json")
-        request.body = .bytes(ByteBuffer(bytes: JSONValue(object: body).encoded))
+        var headers = [("Accept", "text/event-stream"), ("Content-Type", "application/json")]
+        if tokens == nil, let token = readToken ?? apiToken { headers.append(("Authorization", "Bearer " + token)) }
+        let request = TransportRequest(
+            method: .POST, path: "/events", headers: headers, body: JSONValue(object: body))
         let client = WeakBox(self)
-        let http = self.http
-        live.streamTask = Task { await Self.run(client, generation, request, http) }
+        let transport = self.transport
+        live.streamTask = Task { await Self.run(client, generation, request, transport) }
         lifetime.hold(live.streamTask)
     }
 
     /// One stream, from its request to its end. Holds the client weakly, so that a client the app
     /// let go of stops (its deinit cancels this task).
     private static func run(
-        _ client: WeakBox<LibraryClient>, _ generation: Int, _ request: HTTPClientRequest, _ http: HTTPClient
+        _ client: WeakBox<LibraryClient>, _ generation: Int, _ request: TransportRequest,
+        _ transport: any ClientTransport
     ) async {
         var request = request
         var token: String?
@@ -204,48 +199,47 @@ extension LibraryClient {
                 client.value?.failed(generation, error.detail)
                 return
             }
-            request.headers.add(name: "Authorization", value: "Bearer " + token!)
+            request.headers.append(("Authorization", "Bearer " + token!))
             guard let client = client.value, generation == client.live.generation else { return }
             client.live.streamToken = token
         }
-        var answered: HTTPClientResponse?
+        var answered: StreamOpening?
         for attempt in 1...2 {
-            do {
-                answered = try await http.execute(request, timeout: .seconds(30))
+            do throws(LibraryClientError) {
+                answered = try await transport.openStream(request)
                 break
             } catch {
                 // A pooled connection the server closed as the request went out (as a stream ends
                 // at its token's expiry) fails at once: one more try, on a new connection, before
                 // it counts as a failure and backs off.
                 guard attempt == 1, let current = client.value, generation == current.live.generation else {
-                    client.value?.failed(generation, "no answer: \(error)")
+                    client.value?.failed(generation, "no answer: \(error.detail)")
                     return
                 }
             }
         }
-        guard let response = answered else { return }
-        guard response.status == .ok else {
-            let bytes = (try? await response.body.collect(upTo: 1 << 20)).map { Array($0.readableBytesView) } ?? []
-            let answer = Answer(
-                status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: bytes)
+        switch answered {
+        case nil: return
+        case .refused(let answer):
             if answer.status == 401, let token, let tokens = client.value?.tokens { await tokens.refused(token) }
             client.value?.refused(generation, answer)
-            return
+        case .opened(let streamID, let items, let stop):
+            guard client.value?.opened(generation, streamID: streamID, stop: stop) == true else { return stop() }
+            for await item in items {
+                guard let client = client.value, generation == client.live.generation else { break }
+                client.apply(item)
+            }
+            stop()
+            client.value?.failed(generation, "the stream ended")
         }
-        guard let items = client.value?.opened(generation, response) else { return }
-        for await item in items {
-            guard let client = client.value, generation == client.live.generation else { break }
-            client.apply(item)
-        }
-        client.value?.failed(generation, "the stream ended")
     }
 
-    /// The stream's head arrived: its id, the live state, and a reader of its body off the main
-    /// actor; nil when the stream was replaced meanwhile.
-    private func opened(_ generation: Int, _ response: HTTPClientResponse) -> AsyncStream<StreamItem>? {
-        guard generation == live.generation else { return nil }
+    /// The stream's head arrived: its id and the live state; false when the stream was replaced
+    /// meanwhile. A stream silent for `silenceTimeout` is stopped (and so replaced).
+    private func opened(_ generation: Int, streamID: String?, stop: @escaping @Sendable () -> Void) -> Bool {
+        guard generation == live.generation else { return false }
         live.lastActivity = .now
-        live.streamID = response.headers.first(name: "Stream-Id")
+        live.streamID = streamID
         live.authRetried = false
         if let token = live.streamToken, let expires = TokenSource.expiry(of: token) {
             refreshToken(of: generation, before: expires)
@@ -259,52 +253,14 @@ extension LibraryClient {
             live.failures = 0
             connection = .live
         }
-        let (items, sink) = AsyncStream<StreamItem>.makeStream()
-        let reader = Task.detached { await Self.read(response.body, into: sink) }
-        // The reader stops when the stream's task is cancelled or the items are no longer read.
-        sink.onTermination = { _ in reader.cancel() }
         Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
-                guard let self, generation == self.live.generation else { return reader.cancel() }
-                if ContinuousClock.now - self.live.lastActivity > self.silenceTimeout { return reader.cancel() }
+                guard let self, generation == self.live.generation else { return stop() }
+                if ContinuousClock.now - self.live.lastActivity > self.silenceTimeout { return stop() }
             }
         }
-        return items
-    }
-
-    /// Reads the body off the main actor: SSE framing and JSON decoding happen here.
-    private nonisolated static func read(
-        _ body: HTTPClientResponse.Body, into sink: AsyncStream<StreamItem>.Continuation
-    )
-        async
-    {
-        var parser = EventStreamParser()
-        do {
-            for try await buffer in body {
-                sink.yield(.activity(bytes: buffer.readableBytes))
-                for item in parser.feed(buffer.readableBytesView) {
-                    switch item {
-                    case .event(let event) where event.type == "expired":
-                        sink.yield(.expired)
-                    case .event(let event):
-                        guard let entries = try? JSONValue.decode(Array(event.data.utf8)).array else { continue }
-                        sink.yield(
-                            .frame(
-                                seq: Int(event.lastEventId),
-                                entries: entries.compactMap { entry in
-                                    guard let watch = entry["watch"]?.string, let kind = entry["event"]?.string,
-                                        let data = entry["data"]
-                                    else { return nil }
-                                    return (watch, kind, data)
-                                }))
-                    case .retry(let milliseconds): sink.yield(.retry(milliseconds))
-                    case .comment: break
-                    }
-                }
-            }
-        } catch {}
-        sink.finish()
+        return true
     }
 
     func apply(_ item: StreamItem) {
