@@ -37,6 +37,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         // Token signatures (HMAC-SHA256, ECDSA P-256, Ed25519): never written by hand.
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        // `swift package generate-documentation`: the client's DocC catalog, built in .ci/run.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // System SQLite through its C API (Debian: libsqlite3-dev).
@@ -143,6 +145,9 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(name: "library-watch", dependencies: ["LibraryClient"], swiftSettings: swiftSettings),
+        // The guide's BookReader sample ported to the client (the DocC article's code): its views'
+        // content on every platform, the SwiftUI views where SwiftUI exists.
+        .target(name: "BookReader", dependencies: ["LibraryClient"], swiftSettings: swiftSettings),
         // The guide's claim measured end to end: renders and bytes of a screen of views (Benchmarks/client-renders.sh).
         .executableTarget(
             name: "client-renders",
@@ -208,6 +213,9 @@ let package = Package(
             exclude: ["GeneratedClient/openapi-generator-config.yaml"],
             swiftSettings: swiftSettings
         ),
+        // The BookReader sample's views driven through the withObservationTracking render loop.
+        .testTarget(
+            name: "BookReaderTests", dependencies: ["BookReader", "LibraryClient"], swiftSettings: swiftSettings),
         .testTarget(
             name: "LibraryStorageTests",
             dependencies: ["LibraryStorage", "LibraryDomain", "SQLite", "PostgreSQL"],

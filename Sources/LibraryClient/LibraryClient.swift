@@ -21,6 +21,7 @@ public final class LibraryClient {
     public enum ConnectionState: Sendable, Equatable {
         /// Nothing is demanded, so no stream is open.
         case idle
+        /// A stream is being opened (or moved to new watches) and not every watch is on it yet.
         case connecting
         /// The stream is open and every demanded watch is on it.
         case live

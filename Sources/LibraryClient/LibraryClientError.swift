@@ -27,7 +27,9 @@ public enum LibraryClientError: Error, Sendable, Equatable {
 
     /// One field of a 422, as the server names it.
     public struct FieldProblem: Sendable, Equatable {
+        /// The field's name in JSON (`""` for the body as a whole).
         public let field: String
+        /// What is wrong with its value, in the server's words.
         public let message: String
     }
 
@@ -57,9 +59,13 @@ public enum LibraryClientError: Error, Sendable, Equatable {
 
 /// A resource's fields as the server sent them, by JSON name: the state a conflict carries.
 public struct ResourceState: Sendable, Equatable {
+    /// Every field the server sent, by its JSON name.
     public let values: [String: FieldValue]
 
+    /// A book's field, if the state has it.
     public subscript(field: BookField) -> FieldValue? { values[field.name] }
+    /// A library's field, if the state has it.
     public subscript(field: LibraryField) -> FieldValue? { values[field.name] }
+    /// The resource's version in this state.
     public var version: Int? { values["version"]?.int }
 }

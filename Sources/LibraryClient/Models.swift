@@ -32,7 +32,13 @@ public enum LoadState: Sendable, Equatable {
 
 /// A write of a model's own values that met someone else's change of the same fields.
 public struct WriteConflict: Sendable, Equatable {
-    public enum Choice: Sendable { case keepMine, takeTheirs }
+    /// How `resolveConflict` ends a conflict.
+    public enum Choice: Sendable {
+        /// Write this model's values over the server's.
+        case keepMine
+        /// Show the server's values, dropping this model's unwritten ones.
+        case takeTheirs
+    }
     /// The resource as the server has it now.
     public let theirs: ResourceState
     /// The values this model set and did not get written, by field name.
@@ -43,6 +49,7 @@ public struct WriteConflict: Sendable, Equatable {
 /// copy and of this client's writes, each observed like a field.
 @MainActor
 public class LiveResource<Field: ResourceField>: Hashable {
+    /// The resource's id: one model per id per client.
     public nonisolated let id: UUID
     let storage: ModelStorage<Field>
     /// Tells the client that demand may have ended (a deinit is not on the main actor).
@@ -117,32 +124,41 @@ public final class Book: LiveResource<BookField>, LiveModel, StoredModel {
 
     // The fields a client writes are settable (`book.title = "Dune"`, `$book.title` with
     // `@Bindable`): see `LiveModel` for what a set does.
+    /// The library the book belongs to; setting it moves the book.
     public var libraryId: UUID {
         get { storage.read(.libraryId) }
         set { storage.set(.libraryId, newValue.fieldValue) }
     }
+    /// The title, 1 to 500 characters.
     public var title: String {
         get { storage.read(.title) }
         set { storage.set(.title, newValue.fieldValue) }
     }
+    /// The author, up to 300 characters (`""` when unknown).
     public var author: String {
         get { storage.read(.author) }
         set { storage.set(.author, newValue.fieldValue) }
     }
+    /// An ISBN-10 or ISBN-13 (hyphens allowed, checksum checked by the server), or nil.
     public var isbn: String? {
         get { storage.read(.isbn) }
         set { storage.set(.isbn, newValue.fieldValue) }
     }
+    /// The year of publication (-9999 to 9999), or nil.
     public var publishedYear: Int? {
         get { storage.read(.publishedYear) }
         set { storage.set(.publishedYear, newValue.fieldValue) }
     }
+    /// Whether the book is on the shelf (not checked out).
     public var available: Bool {
         get { storage.read(.available) }
         set { storage.set(.available, newValue.fieldValue) }
     }
+    /// The server's version of the book, one more with each write (`If-Match` sends it).
     public var version: Int { storage.read(.version) }
+    /// When the book was created.
     public var createdAt: Date { storage.read(.createdAt) }
+    /// When the book was last written.
     public var updatedAt: Date { storage.read(.updatedAt) }
 
 }
@@ -158,17 +174,23 @@ public final class Library: LiveResource<LibraryField>, LiveModel, StoredModel {
         super.init(id: id, path: "/libraries/" + id.lowercased, client: client)
     }
 
+    /// The name, 1 to 200 characters.
     public var name: String {
         get { storage.read(.name) }
         set { storage.set(.name, newValue.fieldValue) }
     }
+    /// The address, up to 500 characters, or nil.
     public var address: String? {
         get { storage.read(.address) }
         set { storage.set(.address, newValue.fieldValue) }
     }
+    /// How many books the library holds, kept by the server (reading it does not load `books`).
     public var bookCount: Int { storage.read(.bookCount) }
+    /// The server's version of the library, one more with each write.
     public var version: Int { storage.read(.version) }
+    /// When the library was created.
     public var createdAt: Date { storage.read(.createdAt) }
+    /// When the library was last written.
     public var updatedAt: Date { storage.read(.updatedAt) }
 
     /// The library's books, as live `Book` models shared with every other view. Reading it
@@ -185,7 +207,9 @@ public final class Library: LiveResource<LibraryField>, LiveModel, StoredModel {
 public final class BookCollection: Observable {
     /// The filters, as the server applies them (`GET /books?libraryId=&author=&available=`).
     public nonisolated let libraryId: UUID?
+    /// The author the books must have, if the query names one.
     public nonisolated let author: String?
+    /// Whether the books must be available (or checked out), if the query says.
     public nonisolated let available: Bool?
     let membership: Membership<Book>
     /// The watch path, which is also the collection's identity in the client.
@@ -278,6 +302,9 @@ public struct Changes<Model: LiveModel> {
         self.storage = storage
     }
 
+    /// A property of the model, by its own name: reads the value this write sets (or the model's),
+    /// and a set adds the field to the write (a field a client does not write is reported as a
+    /// validation error).
     public subscript<T: FieldConvertible>(dynamicMember keyPath: KeyPath<Model, T>) -> T {
         get {
             guard let field = storage.field(of: keyPath, in: model) else { return model[keyPath: keyPath] }
