@@ -48,20 +48,24 @@ final class World {
 
     /// Another user's change of a book's text fields.
     func patchBook(_ id: UUID, _ values: [BookField: String]) throws {
-        try writer()(id, values)
+        if let rest { return try rest.patchBook(id, Self.patch(values)) }
+        try memory!.update(book: id, values.mapValues(FieldValue.string))
     }
 
-    /// Another user's writes, for a task of its own: the server's over a socket of their own,
-    /// the in-memory backend's on the main actor.
-    func writer() -> @Sendable @MainActor (UUID, [BookField: String]) throws -> Void {
+    /// Another user's writes, for a task of its own: the server's over a socket of their own, off
+    /// the main actor (as the client's own tests always wrote), the in-memory backend's on it.
+    func writer() -> @Sendable (UUID, [BookField: String]) async throws -> Void {
         if let rest {
-            return { id, values in
-                let members = values.map { "\"\($0.key.name)\":\(Self.quoted($0.value))" }.sorted()
-                try rest.patchBook(id, "{" + members.joined(separator: ",") + "}")
-            }
+            return { id, values in try rest.patchBook(id, Self.patch(values)) }
         }
         let memory = memory!
-        return { id, values in try memory.update(book: id, values.mapValues(FieldValue.string)) }
+        return { id, values in
+            try await MainActor.run { try memory.update(book: id, values.mapValues(FieldValue.string)) }
+        }
+    }
+
+    private nonisolated static func patch(_ values: [BookField: String]) -> String {
+        "{" + values.map { "\"\($0.key.name)\":\(quoted($0.value))" }.sorted().joined(separator: ",") + "}"
     }
 
     func deleteBook(_ id: UUID) throws {
