@@ -6,6 +6,11 @@
 # (with the commit and the machine) and prints the table.
 #
 #   Benchmarks/client-renders.sh [--books N] [--seconds S] [--rate W]
+#
+# With --book-reader: the book-reader app's day instead (Benchmarks/ClientRenders/BookReaderDay.swift:
+# a lazy list of 20 rows, detail, edit and header views under a library's day of writes, for this
+# client, whole-resource subscriptions, ObservableObject and a single store of structs), written
+# to Benchmarks/results/book-reader-day.json.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -22,6 +27,7 @@ trap cleanup EXIT
 source "$ROOT/scripts/lib/server.sh"
 start_library_server "$BIN/library-server" "$WORK/bench.sqlite" "$WORK"
 OUT="$ROOT/Benchmarks/results/client-renders.json"
+[[ " $* " == *" --book-reader "* ]] && OUT="$ROOT/Benchmarks/results/book-reader-day.json"
 "$BIN/client-renders" "$URL" --out "$WORK/result.json" "$@"
 python3 - "$WORK/result.json" "$OUT" <<'PY'
 import datetime, json, platform, subprocess, sys

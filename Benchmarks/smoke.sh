@@ -60,6 +60,9 @@ timeout 180 python3 "$HERE/overobserve.py" "$PORT" 1200 60 100 --collection-writ
 # The Swift client's render benchmark, short: 50 books, 2 s of writes per mode, its checks on.
 timeout 180 "$(dirname "$SERVER")/client-renders" "http://127.0.0.1:$PORT" --books 50 --seconds 2 --rate 20 --check \
     || { echo "FAIL: client-renders" >&2; failed=1; }
+# The book reader's day, short: 50 books, 3 s per design, its checks on.
+timeout 180 "$(dirname "$SERVER")/client-renders" "http://127.0.0.1:$PORT" --book-reader --books 50 --seconds 3 --rate 20 --check \
+    || { echo "FAIL: client-renders --book-reader" >&2; failed=1; }
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID" || { echo "FAIL: the server exited with $?" >&2; failed=1; }
 SERVER_PID=

@@ -35,6 +35,8 @@ enum ClientRenders {
         /// Fail unless the figures make sense (for CI's smoke run): titles rendered, and field
         /// demand neither renders more nor receives more than the other modes.
         var check = false
+        /// The book-reader app's day (BookReaderDay.swift) instead of the screen of 1,000 rows.
+        var bookReader = false
     }
 
     static func main() async throws {
@@ -48,9 +50,11 @@ enum ClientRenders {
             case "--rate": options.rate = Double(arguments.removeFirst())!
             case "--out": options.out = arguments.removeFirst()
             case "--check": options.check = true
+            case "--book-reader": options.bookReader = true
             default: options.base = URL(string: argument)!
             }
         }
+        if options.bookReader { return try await BookReaderDay.main(options) }
         var results: [String: Any] = [
             "books": options.books, "seconds": options.seconds, "writesPerSecond": options.rate,
         ]
