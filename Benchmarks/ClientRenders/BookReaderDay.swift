@@ -126,24 +126,8 @@ enum BookReaderDay {
         let base = options.base.absoluteString
         let setup = LibraryClient(baseURL: options.base)
         let library = try await setup.createLibrary { $0.name = "Book reader \(mode.rawValue)" }
-        var ids: [UUID] = []
-        try await withThrowingTaskGroup(of: UUID.self) { group in
-            var next = 0
-            func add() {
-                let index = next
-                next += 1
-                group.addTask {
-                    try await ClientRenders.post(
-                        http, base + "/books",
-                        #"{"libraryId":"\#(library.id.lowercased)","title":"Book \#(index)","author":"Author \#(index % 50)","isbn":null,"publishedYear":\#(1900 + index % 120)}"#
-                    )
-                }
-            }
-            for _ in 0..<min(16, options.books) { add() }
-            while let id = try await group.next() {
-                ids.append(id)
-                if next < options.books { add() }
-            }
+        let ids = try await ClientRenders.seedBooks(options.books, base: base) { index in
+            #"{"libraryId":"\#(library.id.lowercased)","title":"Book \#(index)","author":"Author \#(index % 50)","isbn":null,"publishedYear":\#(1900 + index % 120)}"#
         }
 
         let client = LibraryClient(baseURL: options.base)

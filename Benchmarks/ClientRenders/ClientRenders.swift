@@ -135,24 +135,8 @@ enum ClientRenders {
         let setup = LibraryClient(baseURL: options.base)
         let library = try await setup.createLibrary { $0.name = "Renders \(mode.rawValue)" }
         let other = try await setup.createLibrary { $0.name = "Elsewhere \(mode.rawValue)" }
-        var ids: [UUID] = []
-        try await withThrowingTaskGroup(of: UUID.self) { group in
-            var next = 0
-            func add() {
-                let index = next
-                next += 1
-                group.addTask {
-                    try await post(
-                        http, base + "/books",
-                        #"{"libraryId":"\#(library.id.lowercased)","title":"Book \#(index)","author":"Author \#(index % 50)"}"#
-                    )
-                }
-            }
-            for _ in 0..<min(16, options.books) { add() }
-            while let id = try await group.next() {
-                ids.append(id)
-                if next < options.books { add() }
-            }
+        let ids = try await seedBooks(options.books, base: base) { index in
+            #"{"libraryId":"\#(library.id.lowercased)","title":"Book \#(index)","author":"Author \#(index % 50)"}"#
         }
 
         let client = LibraryClient(baseURL: options.base)
@@ -306,6 +290,27 @@ enum ClientRenders {
         case move(UUID, UUID)
         case create(String)
         case delete(UUID)
+    }
+
+    /// Creates `count` books, 16 requests at a time, from `body(index)`; their ids.
+    nonisolated static func seedBooks(_ count: Int, base: String, body: @escaping @Sendable (Int) -> String)
+        async throws -> [UUID]
+    {
+        var ids: [UUID] = []
+        try await withThrowingTaskGroup(of: UUID.self) { group in
+            var next = 0
+            func add() {
+                let index = next
+                next += 1
+                group.addTask { try await post(.shared, base + "/books", body(index)) }
+            }
+            for _ in 0..<min(16, count) { add() }
+            while let id = try await group.next() {
+                ids.append(id)
+                if next < count { add() }
+            }
+        }
+        return ids
     }
 
     nonisolated static func post(_ http: HTTPClient, _ url: String, _ body: String) async throws -> UUID {
