@@ -27,8 +27,10 @@ final class Rendered<Value> {
 
 @MainActor
 func eventually(_ condition: () -> Bool) async -> Bool {
-    // Generous: the main actor is shared with every suite running in parallel.
-    let deadline = ContinuousClock.now + .seconds(60)
+    // Generous: `swift test` keeps both cores of a CI machine busy for about 90 s with suites
+    // that block their threads, and the client's stream reader queues behind them for a
+    // thread of the cooperative pool (a CI run timed out at 60 s). Only a failure waits this long.
+    let deadline = ContinuousClock.now + .seconds(300)
     while !condition() {
         guard ContinuousClock.now < deadline else { return false }
         try? await Task.sleep(for: .milliseconds(5))
