@@ -53,11 +53,12 @@ import Testing
     {
         let library = try await admin.createLibrary { $0.name = "Central" }
         // The first token has expired already: the server answers 401, and the client asks again.
-        // Tokens of 6 s, refreshed 2 s ahead (a third of their life): slack for a loaded machine
-        // (the sanitizers' run).
-        let provider = Provider(first: Self.token(expiresIn: -10), lifetime: 6)
+        // Tokens of 15 s (14 to 15: `exp` is in whole seconds), refreshed about 5 s ahead (a third
+        // of their life). A CI run's sanitizer pass, with every suite in parallel on two cores,
+        // once took more than the 2 s that tokens of 6 s left, and the stream expired.
+        let provider = Provider(first: Self.token(expiresIn: -10), lifetime: 15)
         let client = LibraryClient(baseURL: server.url, tokenProvider: provider.provide)
-        client.tokenRefreshLead = .seconds(3)
+        client.tokenRefreshLead = .seconds(6)
         let model = try await client.library(id: library.id)
         #expect(provider.calls.load(ordering: .relaxed) == 2)
         let view = RenderedView { model.name }
@@ -65,8 +66,8 @@ import Testing
         #expect(view.value == "Central")
         // Past the first stream token's expiry: the stream was extended, not replaced.
         let opened = ContinuousClock.now
-        #expect(await eventually(.seconds(10)) { client.tokensRefreshed >= 1 })
-        try await Task.sleep(until: opened + .seconds(6.5))
+        #expect(await eventually(.seconds(20)) { client.tokensRefreshed >= 1 })
+        try await Task.sleep(until: opened + .seconds(15.5))
         try await admin.update(library) { $0.name = "Central II" }
         #expect(await eventually { view.value == "Central II" })
         #expect(client.streamsOpened == 1, "the stream was replaced instead of extended")
